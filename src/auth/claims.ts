@@ -1,0 +1,21 @@
+import { z } from 'zod';
+
+/** Ids (tenant, subject, scope ids) are strings of 1–128 characters (DESIGN §3). */
+export const idSchema = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+
+export const roles = ['admin', 'member', 'service'] as const;
+export type Role = (typeof roles)[number];
+
+const grantsSchema = z
+  .object({ read: z.array(idSchema).default([]), write: z.array(idSchema).default([]) })
+  .default({ read: [], write: [] });
+
+/** The claims Mnemo reads from a verified token (DESIGN §3). */
+export const claimsSchema = z.object({
+  sub: idSchema,
+  tid: idSchema,
+  role: z.enum(roles),
+  projects: grantsSchema,
+  orgs: grantsSchema,
+});
+export type Claims = z.infer<typeof claimsSchema>;

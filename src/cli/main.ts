@@ -1,0 +1,118 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, loadMigrateConfig, loadTokenSecret } from '../config.ts';
+import { migrate } from '../db/migrate.ts';
+import { mintDevToken } from '../auth/dev-token.ts';
+import { roles } from '../auth/claims.ts';
+
+const usage = `Usage: mnemo <command> [options]
+
+Commands:
+  serve                 run the API (same as npm start)
+  worker                run the BullMQ workers (same as npm run worker)
+  migrate               apply database migrations (DATABASE_ADMIN_URL, else DATABASE_URL)
+  token                 mint a development HS256 token signed with MNEMO_JWT_SECRET
+      --tenant T          tenant id (tid)                                  required
+      --sub S             subject (user or app key id)                     required
+      --role R            admin | member | service                         required
+      --projects-read p1,p2   --projects-write p1,p2
+      --orgs-read o1,o2       --orgs-write o1,o2
+      --ttl SECONDS       lifetime, default 3600
+      --json              print {token, claims, expiresAt} instead of the bare token
+`;
+
+class UsageError extends Error {}
+
+const list = (value: string | undefined) =>
+  value
+    ? value
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean)
+    : [];
+
+async function token(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      tenant: { type: 'string' },
+      sub: { type: 'string' },
+      role: { type: 'string' },
+      'projects-read': { type: 'string' },
+      'projects-write': { type: 'string' },
+      'orgs-read': { type: 'string' },
+      'orgs-write': { type: 'string' },
+      ttl: { type: 'string', default: '3600' },
+      json: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  for (const name of ['tenant', 'sub', 'role'] as const) {
+    if (!values[name]) throw new UsageError(`mnemo token: --${name} is required`);
+  }
+  if (!(roles as readonly string[]).includes(values.role!)) {
+    throw new UsageError(`mnemo token: --role must be one of ${roles.join(', ')}`);
+  }
+  const ttlSeconds = Number(values.ttl);
+  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) {
+    throw new UsageError('mnemo token: --ttl must be a whole number of seconds, at least 1');
+  }
+  const now = new Date();
+  const { token, claims } = await mintDevToken({
+    secret: loadTokenSecret(process.env),
+    claims: {
+      tid: values.tenant!,
+      sub: values.sub!,
+      role: values.role as (typeof roles)[number],
+      projects: { read: list(values['projects-read']), write: list(values['projects-write']) },
+      orgs: { read: list(values['orgs-read']), write: list(values['orgs-write']) },
+    },
+    ttlSeconds,
+    issuer: process.env.MNEMO_JWT_ISSUER || undefined,
+    audience: process.env.MNEMO_JWT_AUDIENCE || undefined,
+    now,
+  });
+  const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
+  process.stdout.write(values.json ? `${JSON.stringify({ token, claims, expiresAt })}\n` : `${token}\n`);
+}
+
+async function runMigrate(): Promise<void> {
+  const { adminUrl, appUrl } = loadMigrateConfig(process.env);
+  await migrate({ adminUrl, appUrl, log: (message) => process.stderr.write(`${message}\n`) });
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      await import('../server.ts');
+      return;
+    case 'worker':
+      await import('../../workers/index.ts');
+      return;
+    case 'migrate':
+      return runMigrate();
+    case 'token':
+      return token(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(usage);
+      return;
+    default:
+      throw new UsageError(`mnemo: unknown command "${command}"\n\n${usage}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError || error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(2);
+  }
+  if (error instanceof Error && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`mnemo: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`mnemo: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

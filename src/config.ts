@@ -1,0 +1,193 @@
+import { z } from 'zod';
+
+/**
+ * The one place that reads the environment (DESIGN §2). Everything else receives a `Config`.
+ * A bad value stops startup with one line naming the variable, never with a stack trace.
+ */
+
+const optionalText = z
+  .string()
+  .trim()
+  .transform((value) => (value === '' ? undefined : value))
+  .optional();
+
+const url = (protocols: readonly string[]) =>
+  z
+    .string()
+    .trim()
+    .refine((value) => {
+      try {
+        return protocols.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    }, `must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+
+const optionalUrl = (protocols: readonly string[]) =>
+  z.preprocess((value) => (value === '' ? undefined : value), url(protocols).optional());
+
+const postgresProtocols = ['postgres:', 'postgresql:'] as const;
+const httpUrl = ['http:', 'https:'] as const;
+
+const environmentSchema = z
+  .object({
+    DATABASE_URL: optionalUrl(postgresProtocols),
+    DATABASE_ADMIN_URL: optionalUrl(postgresProtocols),
+    REDIS_URL: optionalUrl(['redis:', 'rediss:']),
+    PORT: z.preprocess(
+      (value) => (value === undefined || value === '' ? 3000 : value),
+      z.coerce
+        .number({ message: 'must be a port number' })
+        .int('must be a whole number')
+        .min(1, 'must be between 1 and 65535')
+        .max(65535, 'must be between 1 and 65535'),
+    ),
+    MNEMO_JWT_SECRET: z.preprocess(
+      (value) => (value === '' ? undefined : value),
+      z
+        .string()
+        .refine((secret) => Buffer.byteLength(secret, 'utf8') >= 32, 'must be at least 32 bytes')
+        .optional(),
+    ),
+    MNEMO_JWKS_URL: optionalUrl(httpUrl),
+    MNEMO_JWT_ISSUER: optionalText,
+    MNEMO_JWT_AUDIENCE: optionalText,
+    KINDGI_MEMORY_EMBEDDINGS: z.preprocess(
+      (value) => (value === '' ? undefined : value),
+      z.enum(['openai-compat'], { message: 'must be "openai-compat" or unset' }).optional(),
+    ),
+    KINDGI_MEMORY_EMBEDDINGS_URL: optionalUrl(httpUrl),
+    KINDGI_MEMORY_EMBEDDINGS_MODEL: optionalText,
+    KINDGI_MEMORY_EMBEDDINGS_API_KEY: optionalText,
+    LOG_LEVEL: z.preprocess(
+      (value) => (value === undefined || value === '' ? 'info' : value),
+      z.enum(['debug', 'info', 'warn', 'error'], { message: 'must be debug, info, warn or error' }),
+    ),
+    MNEMO_QUEUE_PREFIX: z.preprocess(
+      (value) => (value === undefined || value === '' ? 'mnemo' : value),
+      z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ -'),
+    ),
+    MNEMO_SHUTDOWN_TIMEOUT_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 10_000 : value),
+      z.coerce.number().int('must be a whole number').min(0, 'must be 0 or more'),
+    ),
+  })
+  .superRefine((env, ctx) => {
+    if (env.KINDGI_MEMORY_EMBEDDINGS === 'openai-compat') {
+      for (const name of ['KINDGI_MEMORY_EMBEDDINGS_URL', 'KINDGI_MEMORY_EMBEDDINGS_MODEL'] as const) {
+        if (!env[name]) {
+          ctx.addIssue({ code: 'custom', path: [name], message: 'is required when KINDGI_MEMORY_EMBEDDINGS=openai-compat' });
+        }
+      }
+    }
+  });
+
+type Environment = z.infer<typeof environmentSchema>;
+
+export interface Config {
+  /** The app role's connection (not the tables' owner; see docs/decisions.md). */
+  databaseUrl: string;
+  redisUrl: string;
+  port: number;
+  auth: {
+    jwtSecret: string | undefined;
+    jwksUrl: string | undefined;
+    issuer: string | undefined;
+    audience: string | undefined;
+  };
+  embeddings:
+    | { kind: 'none' }
+    | { kind: 'openai-compat'; url: string; model: string; apiKey: string | undefined };
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** BullMQ key prefix in Redis, so several deployments can share one Redis. */
+  queuePrefix: string;
+  /** How long shutdown may take before the process exits anyway. */
+  shutdownTimeoutMs: number;
+}
+
+export interface MigrateConfig {
+  /** The owner connection that applies migrations: DATABASE_ADMIN_URL, else DATABASE_URL. */
+  adminUrl: string;
+  /** The app role's connection, when it differs from the admin one (its role is provisioned). */
+  appUrl: string | undefined;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    detail: string,
+  ) {
+    super(`Invalid configuration: ${variable} ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+function parseEnvironment(env: NodeJS.ProcessEnv): Environment {
+  const parsed = environmentSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(variable, issue.message);
+  }
+  return parsed.data;
+}
+
+function required<K extends keyof Environment>(e: Environment, name: K): NonNullable<Environment[K]> {
+  const value = e[name];
+  if (value === undefined) throw new ConfigError(name, 'is required');
+  return value as NonNullable<Environment[K]>;
+}
+
+/** Configuration of the long-running processes: the API (`api`) and the workers (`worker`). */
+export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): Config {
+  const e = parseEnvironment(env);
+  const databaseUrl = required(e, 'DATABASE_URL');
+  const redisUrl = required(e, 'REDIS_URL');
+  if (purpose === 'api' && !e.MNEMO_JWT_SECRET && !e.MNEMO_JWKS_URL) {
+    throw new ConfigError('MNEMO_JWT_SECRET', 'or MNEMO_JWKS_URL is required: the API needs a way to verify tokens');
+  }
+  return {
+    databaseUrl,
+    redisUrl,
+    port: e.PORT,
+    auth: {
+      jwtSecret: e.MNEMO_JWT_SECRET,
+      jwksUrl: e.MNEMO_JWKS_URL,
+      issuer: e.MNEMO_JWT_ISSUER,
+      audience: e.MNEMO_JWT_AUDIENCE,
+    },
+    embeddings:
+      e.KINDGI_MEMORY_EMBEDDINGS === 'openai-compat'
+        ? {
+            kind: 'openai-compat',
+            url: e.KINDGI_MEMORY_EMBEDDINGS_URL!,
+            model: e.KINDGI_MEMORY_EMBEDDINGS_MODEL!,
+            apiKey: e.KINDGI_MEMORY_EMBEDDINGS_API_KEY,
+          }
+        : { kind: 'none' },
+    logLevel: e.LOG_LEVEL,
+    queuePrefix: e.MNEMO_QUEUE_PREFIX,
+    shutdownTimeoutMs: e.MNEMO_SHUTDOWN_TIMEOUT_MS,
+  };
+}
+
+export function loadMigrateConfig(env: NodeJS.ProcessEnv): MigrateConfig {
+  const e = parseEnvironment(env);
+  const adminUrl = e.DATABASE_ADMIN_URL ?? e.DATABASE_URL;
+  if (!adminUrl) throw new ConfigError('DATABASE_ADMIN_URL', 'or DATABASE_URL is required to migrate');
+  return { adminUrl, appUrl: e.DATABASE_ADMIN_URL ? e.DATABASE_URL : undefined };
+}
+
+/** The HS256 secret `mnemo token` signs with. */
+export function loadTokenSecret(env: NodeJS.ProcessEnv): string {
+  return required(parseEnvironment(env), 'MNEMO_JWT_SECRET');
+}
+
+/** The startup line of DESIGN §2 saying which search this runtime has. */
+export function describeSearch(config: Config): string {
+  if (config.embeddings.kind === 'openai-compat') {
+    const { model, url } = config.embeddings;
+    return `Memory search: keyword and by meaning (openai-compat ${model} at ${url})`;
+  }
+  return 'Memory search: keyword (KINDGI_MEMORY_EMBEDDINGS turns on search by meaning)';
+}

@@ -1,0 +1,151 @@
+import { sql } from 'drizzle-orm';
+import { type AnyPgColumn, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, uuid } from 'drizzle-orm/pg-core';
+import { oneOf, tenantId, timestamptz, tsvector } from '../columns.ts';
+
+export const trustLevels = ['asserted', 'unverified', 'verified'] as const;
+export type Trust = (typeof trustLevels)[number];
+
+export const principalKinds = ['service', 'user'] as const;
+export const memoryKinds = ['episodic', 'semantic', 'consolidation', 'working'] as const;
+export type MemoryKind = (typeof memoryKinds)[number];
+
+/** Why a fact stopped being live: a delete, the retention sweep, or an erasure (DESIGN §4, §10). */
+export const invalidationReasons = ['deleted', 'expired', 'erased'] as const;
+export type InvalidationReason = (typeof invalidationReasons)[number];
+
+export interface Subject {
+  kind: 'participant' | 'user' | 'external';
+  id: string;
+}
+
+/** A KiwiFS provenance reference (`merged-from` / `derived-from`), DESIGN §6. */
+export interface ProvenanceRef {
+  type: string;
+  id?: string;
+  path?: string;
+  date?: string;
+  actor?: string;
+  note?: string;
+}
+
+/**
+ * The columns of one revision of a fact. `facts` holds the current revision and
+ * `fact_revisions` every revision, so both tables are built from this one definition.
+ * `content` is nullable because the retention sweep and erasure remove it while keeping
+ * ids, versions and timestamps.
+ */
+function revisionColumns() {
+  return {
+    version: integer('version').notNull(),
+    type: text('type').notNull(),
+    // Scope (DESIGN §3). The tenant is tenant_id; an absent key is NULL.
+    orgId: text('org_id'),
+    projectId: text('project_id'),
+    userId: text('user_id'),
+    participantId: text('participant_id'),
+    threadId: text('thread_id'),
+    sessionId: text('session_id'),
+    content: jsonb('content'),
+    trust: text('trust', { enum: trustLevels }).notNull(),
+    assertedByKind: text('asserted_by_kind', { enum: principalKinds }).notNull(),
+    assertedById: text('asserted_by_id').notNull(),
+    verifiedById: text('verified_by_id'),
+    verifiedAt: timestamptz('verified_at'),
+    keepDays: integer('keep_days'),
+    keepUntil: timestamptz('keep_until'),
+    legalHold: boolean('legal_hold').notNull().default(false),
+    expiresAt: timestamptz('expires_at'),
+    subjects: jsonb('subjects').$type<Subject[]>().notNull().default([]),
+    validFrom: timestamptz('valid_from'),
+    validUntil: timestamptz('valid_until'),
+    observedAt: timestamptz('observed_at'),
+    memoryKind: text('memory_kind', { enum: memoryKinds }),
+    episodeId: text('episode_id'),
+    path: text('path'),
+    derivedFrom: jsonb('derived_from').$type<ProvenanceRef[]>().notNull().default([]),
+    mergedFrom: jsonb('merged_from').$type<ProvenanceRef[]>().notNull().default([]),
+    /** When version 1 was written; the same on every revision of a fact. */
+    createdAt: timestamptz('created_at').notNull(),
+    /** When this revision was written. */
+    recordedAt: timestamptz('recorded_at').notNull().defaultNow(),
+    invalidatedAt: timestamptz('invalidated_at'),
+    invalidationReason: text('invalidation_reason', { enum: invalidationReasons }),
+  };
+}
+
+type CheckedColumns = Record<
+  | 'version'
+  | 'trust'
+  | 'assertedByKind'
+  | 'memoryKind'
+  | 'invalidationReason'
+  | 'keepDays'
+  | 'validFrom'
+  | 'validUntil'
+  | 'subjects'
+  | 'derivedFrom'
+  | 'mergedFrom',
+  AnyPgColumn
+>;
+
+function revisionChecks(prefix: string, t: CheckedColumns) {
+  return [
+    check(`${prefix}_version_positive`, sql`${t.version} >= 1`),
+    check(`${prefix}_trust_known`, oneOf(t.trust, trustLevels)),
+    check(`${prefix}_asserted_by_kind_known`, oneOf(t.assertedByKind, principalKinds)),
+    check(`${prefix}_memory_kind_known`, oneOf(t.memoryKind, memoryKinds)),
+    check(`${prefix}_invalidation_reason_known`, oneOf(t.invalidationReason, invalidationReasons)),
+    check(`${prefix}_keep_days_positive`, sql`${t.keepDays} >= 1`),
+    check(`${prefix}_validity_ordered`, sql`${t.validFrom} <= ${t.validUntil}`),
+    check(`${prefix}_subjects_array`, sql`jsonb_typeof(${t.subjects}) = 'array'`),
+    check(`${prefix}_derived_from_array`, sql`jsonb_typeof(${t.derivedFrom}) = 'array'`),
+    check(`${prefix}_merged_from_array`, sql`jsonb_typeof(${t.mergedFrom}) = 'array'`),
+  ];
+}
+
+/** The current revision of every fact. */
+export const facts = pgTable(
+  'facts',
+  {
+    tenantId: tenantId(),
+    id: uuid('id').notNull(),
+    ...revisionColumns(),
+    /**
+     * Full-text document: the type split on `.`, `_` and `-` (so `acme.preference` matches
+     * "preference") plus every string inside `content`. Generated, so it can never drift
+     * from the content, and it empties itself when content is purged.
+     */
+    searchVector: tsvector('search_vector')
+      .notNull()
+      .generatedAlwaysAs(
+        sql`to_tsvector('english'::regconfig, translate(type, '._-', '   ')) || jsonb_to_tsvector('english'::regconfig, coalesce(content, '{}'::jsonb), '["string"]'::jsonb)`,
+      ),
+  },
+  (t) => [
+    primaryKey({ name: 'facts_pkey', columns: [t.tenantId, t.id] }),
+    ...revisionChecks('facts', t),
+    // btree_gin puts tenant_id inside the GIN index, so per-tenant matches and document
+    // frequencies are answered by the index alone.
+    index('facts_search_idx').using('gin', t.tenantId, t.searchVector),
+    index('facts_subjects_idx').using('gin', t.tenantId, sql`${t.subjects} jsonb_path_ops`),
+    index('facts_created_idx').on(t.tenantId, t.createdAt, t.id),
+    index('facts_type_idx').on(t.tenantId, t.type, t.createdAt),
+    index('facts_expiry_idx')
+      .on(t.tenantId, t.expiresAt)
+      .where(sql`${t.expiresAt} is not null and ${t.invalidatedAt} is null`),
+  ],
+);
+
+/** Every revision of every fact, the current one included (one row per version). */
+export const factRevisions = pgTable(
+  'fact_revisions',
+  {
+    tenantId: tenantId(),
+    factId: uuid('fact_id').notNull(),
+    ...revisionColumns(),
+  },
+  (t) => [
+    primaryKey({ name: 'fact_revisions_pkey', columns: [t.tenantId, t.factId, t.version] }),
+    ...revisionChecks('fact_revisions', t),
+  ],
+);

@@ -1,0 +1,33 @@
+import { randomUUID } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import type { Logger } from '../log.ts';
+import type { AppEnv } from './context.ts';
+
+const inboundRequestId = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** Keeps a well-formed inbound `X-Request-Id` (DESIGN §7), otherwise makes one. */
+export const requestId = (): MiddlewareHandler<AppEnv> => async (c, next) => {
+  const inbound = c.req.header('x-request-id');
+  const id = inbound && inboundRequestId.test(inbound) ? inbound : randomUUID();
+  c.set('requestId', id);
+  c.header('X-Request-Id', id);
+  await next();
+};
+
+/** One JSON line per request: method, path, status, ms, tenant, requestId. */
+export const requestLog =
+  (logger: Logger): MiddlewareHandler<AppEnv> =>
+  async (c, next) => {
+    const started = performance.now();
+    await next();
+    const fields: Record<string, unknown> = {
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      ms: Math.round((performance.now() - started) * 10) / 10,
+      requestId: c.get('requestId'),
+    };
+    const tenant = (c.var as Record<string, unknown>).tenantId;
+    if (tenant) fields.tenant = tenant;
+    logger.info('request', fields);
+  };

@@ -1,0 +1,84 @@
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { Db } from '../db/client.ts';
+import type { Logger } from '../log.ts';
+import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
+import type { JobData, QueueDefinition } from './queues.ts';
+
+export interface JobContext {
+  job: Job<JobData>;
+  logger: Logger;
+}
+
+/** Does one job's work. Must be idempotent: an outbox row can be delivered more than once. */
+export type JobHandler<Payload = any> = (payload: Payload, context: JobContext) => Promise<unknown>;
+
+export type HandlerRegistry = Readonly<Record<string, JobHandler>>;
+
+export class HandlerRegistryError extends Error {
+  override name = 'HandlerRegistryError';
+}
+
+/** Startup check: every queue has a handler and every handler a queue. */
+export function checkRegistry(definitions: readonly QueueDefinition[], registry: HandlerRegistry): void {
+  const names = new Set(definitions.map((d) => d.name));
+  const missing = [...names].filter((name) => typeof registry[name] !== 'function');
+  const unknown = Object.keys(registry).filter((name) => !names.has(name));
+  if (missing.length > 0) throw new HandlerRegistryError(`no handler for queue(s): ${missing.join(', ')}`);
+  if (unknown.length > 0) throw new HandlerRegistryError(`handler(s) for unknown queue(s): ${unknown.join(', ')}`);
+}
+
+const jobDataSchema = z.object({
+  payload: z.unknown(),
+  outbox: z.object({ tenantId: z.string().min(1), id: z.string().uuid() }).optional(),
+});
+
+/**
+ * Wraps a handler: validates the payload (an invalid one fails for good, never retried), runs
+ * it, and keeps the job's outbox row in step (done, or failed with the error).
+ */
+export function createProcessor(definition: QueueDefinition, handler: JobHandler, deps: { db: Db; logger: Logger }) {
+  return async (job: Job<JobData>): Promise<unknown> => {
+    const logger = deps.logger.child({ queue: definition.name, jobId: job.id });
+    const data = jobDataSchema.safeParse(job.data);
+    const ref = data.success ? data.data.outbox : undefined;
+    try {
+      if (!data.success) throw new UnrecoverableError(`malformed job data: ${z.prettifyError(data.error)}`);
+      const payload = definition.payload.safeParse(data.data.payload);
+      if (!payload.success) throw new UnrecoverableError(`invalid payload: ${z.prettifyError(payload.error)}`);
+      const result = await handler(payload.data, { job, logger });
+      if (ref) await markOutboxDone(deps.db, ref);
+      return result;
+    } catch (error) {
+      const final = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      logger.warn('job failed', { attempt: job.attemptsMade + 1, final, error });
+      if (ref) await markOutboxAttemptFailed(deps.db, ref, error, final);
+      throw error;
+    }
+  };
+}
+
+export interface StartWorkersOptions {
+  definitions: readonly QueueDefinition[];
+  registry: HandlerRegistry;
+  connection: Redis;
+  prefix: string;
+  db: Db;
+  logger: Logger;
+  concurrency?: number;
+}
+
+/** Starts one BullMQ worker per queue, after checking the registry; nothing starts if it fails. */
+export function startWorkers(options: StartWorkersOptions): Worker<JobData>[] {
+  checkRegistry(options.definitions, options.registry);
+  return options.definitions.map((definition) => {
+    const worker = new Worker<JobData>(
+      definition.name,
+      createProcessor(definition, options.registry[definition.name]!, options),
+      { connection: options.connection, prefix: options.prefix, concurrency: options.concurrency ?? 5 },
+    );
+    worker.on('error', (error) => options.logger.error('worker error', { queue: definition.name, error }));
+    return worker;
+  });
+}
