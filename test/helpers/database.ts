@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto';
+import postgres, { type Sql } from 'postgres';
+import { inject } from 'vitest';
+import { connect, type Database } from '../../src/db/client.ts';
+import { databaseUrl, TEST_APP_PASSWORD, TEST_APP_ROLE } from './urls.ts';
+
+export interface TestDatabase {
+  name: string;
+  /** The app role's URL (mnemo_app: no owner, no superuser, no BYPASSRLS). */
+  appUrl: string;
+  /** The owner's URL, for what a test must do behind the app's back. */
+  adminUrl: string;
+  /** Connected as the app role, as the API and workers are. */
+  app: Database;
+  /** Connected as the owner. */
+  admin: Sql;
+  drop(): Promise<void>;
+}
+
+const server = () => inject('adminUrl');
+
+/** An empty database (no migrations), for tests of the migrations themselves. */
+export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }> {
+  const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
+  const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
+  await maintenance.unsafe(`create database "${name}"`);
+  await maintenance.end();
+  return {
+    name,
+    adminUrl: databaseUrl(server(), name),
+    appUrl: databaseUrl(server(), name, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD }),
+    drop: () => dropDatabase(name),
+  };
+}
+
+/** A migrated database of this test file's own, copied from the run's template. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
+  const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
+  try {
+    // Copying a template fails while another session is briefly connected to it; retry.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await maintenance.unsafe(`create database "${name}" template "${inject('templateDatabase')}"`);
+        break;
+      } catch (error) {
+        if (attempt >= 20 || !String((error as Error).message).includes('being accessed by other users')) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
+  } finally {
+    await maintenance.end();
+  }
+  const appUrl = databaseUrl(server(), name, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD });
+  const adminUrl = databaseUrl(server(), name);
+  const app = connect(appUrl, { max: 5, applicationName: 'mnemo-test' });
+  const admin = postgres(adminUrl, { max: 2, onnotice: () => {} });
+  return {
+    name,
+    appUrl,
+    adminUrl,
+    app,
+    admin,
+    drop: async () => {
+      await app.close();
+      await admin.end();
+      await dropDatabase(name);
+    },
+  };
+}
+
+async function dropDatabase(name: string): Promise<void> {
+  const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
+  try {
+    await maintenance.unsafe(`drop database if exists "${name}" with (force)`);
+  } finally {
+    await maintenance.end();
+  }
+}

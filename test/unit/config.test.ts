@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, describeSearch, loadConfig, loadMigrateConfig, loadTokenSecret } from '../../src/config.ts';
+
+const secret = 'x'.repeat(32);
+const base = {
+  DATABASE_URL: 'postgres://mnemo_app:pw@db.internal:5432/mnemo',
+  REDIS_URL: 'redis://cache.internal:6379',
+  MNEMO_JWT_SECRET: secret,
+};
+
+const failure = (fn: () => unknown): string => {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+};
+
+describe('loadConfig', () => {
+  it('reads a complete environment with defaults', () => {
+    const config = loadConfig(base, 'api');
+    expect(config).toMatchObject({
+      databaseUrl: base.DATABASE_URL,
+      redisUrl: base.REDIS_URL,
+      port: 3000,
+      auth: { jwtSecret: secret, jwksUrl: undefined, issuer: undefined, audience: undefined },
+      embeddings: { kind: 'none' },
+      logLevel: 'info',
+      queuePrefix: 'mnemo',
+      shutdownTimeoutMs: 10_000,
+    });
+  });
+
+  it('reads the embeddings endpoint when turned on', () => {
+    const config = loadConfig(
+      {
+        ...base,
+        KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
+        KINDGI_MEMORY_EMBEDDINGS_URL: 'http://127.0.0.1:11434/v1',
+        KINDGI_MEMORY_EMBEDDINGS_MODEL: 'nomic-embed-text',
+      },
+      'api',
+    );
+    expect(config.embeddings).toEqual({
+      kind: 'openai-compat',
+      url: 'http://127.0.0.1:11434/v1',
+      model: 'nomic-embed-text',
+      apiKey: undefined,
+    });
+    expect(describeSearch(config)).toBe(
+      'Memory search: keyword and by meaning (openai-compat nomic-embed-text at http://127.0.0.1:11434/v1)',
+    );
+  });
+
+  it('says plainly when search by meaning is off', () => {
+    expect(describeSearch(loadConfig(base, 'api'))).toBe(
+      'Memory search: keyword (KINDGI_MEMORY_EMBEDDINGS turns on search by meaning)',
+    );
+  });
+
+  it.each([
+    [{ DATABASE_URL: undefined }, 'Invalid configuration: DATABASE_URL is required'],
+    [{ REDIS_URL: '' }, 'Invalid configuration: REDIS_URL is required'],
+    [{ DATABASE_URL: 'mysql://x/y' }, 'Invalid configuration: DATABASE_URL must be a URL starting with postgres:// or postgresql://'],
+    [{ REDIS_URL: 'not a url' }, 'Invalid configuration: REDIS_URL must be a URL starting with redis:// or rediss://'],
+    [{ PORT: 'abc' }, 'Invalid configuration: PORT must be a port number'],
+    [{ PORT: '70000' }, 'Invalid configuration: PORT must be between 1 and 65535'],
+    [{ PORT: '80.5' }, 'Invalid configuration: PORT must be a whole number'],
+    [{ MNEMO_JWT_SECRET: 'short' }, 'Invalid configuration: MNEMO_JWT_SECRET must be at least 32 bytes'],
+    [{ MNEMO_JWKS_URL: 'ftp://idp/jwks' }, 'Invalid configuration: MNEMO_JWKS_URL must be a URL starting with http:// or https://'],
+    [{ KINDGI_MEMORY_EMBEDDINGS: 'ollama' }, 'Invalid configuration: KINDGI_MEMORY_EMBEDDINGS must be "openai-compat" or unset'],
+    [
+      { KINDGI_MEMORY_EMBEDDINGS: 'openai-compat', KINDGI_MEMORY_EMBEDDINGS_MODEL: 'm' },
+      'Invalid configuration: KINDGI_MEMORY_EMBEDDINGS_URL is required when KINDGI_MEMORY_EMBEDDINGS=openai-compat',
+    ],
+    [{ LOG_LEVEL: 'loud' }, 'Invalid configuration: LOG_LEVEL must be debug, info, warn or error'],
+    [{ MNEMO_QUEUE_PREFIX: 'a:b' }, 'Invalid configuration: MNEMO_QUEUE_PREFIX must be 1 to 64 of A-Z a-z 0-9 _ -'],
+  ])('stops on %j with one line naming the variable', (override, message) => {
+    const text = failure(() => loadConfig({ ...base, ...override }, 'api'));
+    expect(text).toBe(message);
+    expect(text).not.toContain('\n');
+  });
+
+  it('counts the secret in UTF-8 bytes', () => {
+    // 11 three-byte characters = 33 bytes, though only 11 characters.
+    expect(loadConfig({ ...base, MNEMO_JWT_SECRET: '€'.repeat(11) }, 'api').auth.jwtSecret).toBe('€'.repeat(11));
+  });
+
+  it('needs a way to verify tokens for the API, not for the worker', () => {
+    const env = { ...base, MNEMO_JWT_SECRET: undefined };
+    expect(failure(() => loadConfig(env, 'api'))).toBe(
+      'Invalid configuration: MNEMO_JWT_SECRET or MNEMO_JWKS_URL is required: the API needs a way to verify tokens',
+    );
+    expect(loadConfig(env, 'worker').auth.jwtSecret).toBeUndefined();
+    expect(loadConfig({ ...env, MNEMO_JWKS_URL: 'https://idp.example/jwks.json' }, 'api').auth.jwksUrl).toBe(
+      'https://idp.example/jwks.json',
+    );
+  });
+
+  it('never echoes a secret in its message', () => {
+    const text = failure(() => loadConfig({ ...base, MNEMO_JWT_SECRET: 'hunter2-short' }, 'api'));
+    expect(text).not.toContain('hunter2');
+  });
+});
+
+describe('loadMigrateConfig', () => {
+  it('prefers the admin URL and provisions the app URL', () => {
+    expect(loadMigrateConfig({ DATABASE_URL: 'postgres://app@h/db', DATABASE_ADMIN_URL: 'postgres://owner@h/db' })).toEqual({
+      adminUrl: 'postgres://owner@h/db',
+      appUrl: 'postgres://app@h/db',
+    });
+  });
+
+  it('falls back to DATABASE_URL alone, with no role to provision', () => {
+    expect(loadMigrateConfig({ DATABASE_URL: 'postgres://owner@h/db' })).toEqual({
+      adminUrl: 'postgres://owner@h/db',
+      appUrl: undefined,
+    });
+  });
+
+  it('needs one of them, and neither Redis nor a secret', () => {
+    expect(failure(() => loadMigrateConfig({}))).toBe('Invalid configuration: DATABASE_ADMIN_URL or DATABASE_URL is required to migrate');
+  });
+});
+
+describe('loadTokenSecret', () => {
+  it('needs only the secret', () => {
+    expect(loadTokenSecret({ MNEMO_JWT_SECRET: secret })).toBe(secret);
+    expect(failure(() => loadTokenSecret({}))).toBe('Invalid configuration: MNEMO_JWT_SECRET is required');
+  });
+});
