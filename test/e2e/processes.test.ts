@@ -1,0 +1,129 @@
+import { Queue } from 'bullmq';
+import { jwtVerify } from 'jose';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { reconcileQueue } from '../../src/jobs/queues.ts';
+import { createRedis } from '../../src/jobs/redis.ts';
+import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { freePort, runProcess, startProcess } from '../helpers/process.ts';
+
+const secret = 'e2e-secret-that-is-at-least-32-bytes-long';
+
+describe('processes as operators run them', () => {
+  let t: TestDatabase;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    env = {
+      DATABASE_URL: t.appUrl,
+      REDIS_URL: inject('redisUrl'),
+      MNEMO_JWT_SECRET: secret,
+      MNEMO_QUEUE_PREFIX: `mnemo-e2e-${t.name}`,
+      MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
+    };
+  });
+  afterAll(async () => {
+    // The worker left its reconcile scheduler under this test's prefix.
+    const redis = createRedis(inject('redisUrl'), 'producer');
+    const reconcile = new Queue(reconcileQueue.name, { connection: redis, prefix: env.MNEMO_QUEUE_PREFIX });
+    await reconcile.obliterate({ force: true });
+    await reconcile.close();
+    await redis.quit();
+    await t.drop();
+  });
+
+  it('npm start: answers /healthz and /readyz, then stops cleanly on SIGTERM', async () => {
+    const port = await freePort();
+    const api = startProcess('src/server.ts', [], { ...env, PORT: String(port) });
+    try {
+      await api.waitFor('"api listening"');
+      expect(api.stdout()).toContain('  Memory search: keyword (KINDGI_MEMORY_EMBEDDINGS turns on search by meaning)\n');
+
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toEqual({ status: 'ok' });
+
+      const ready = await fetch(`http://127.0.0.1:${port}/readyz`, { headers: { 'X-Request-Id': 'probe-1' } });
+      expect(ready.status).toBe(200);
+      expect(ready.headers.get('x-request-id')).toBe('probe-1');
+      expect(await ready.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+
+      await api.waitFor('"path":"/readyz"');
+      const line = api.stdout().split('\n').find((l) => l.includes('"path":"/readyz"'))!;
+      expect(JSON.parse(line)).toMatchObject({ msg: 'request', method: 'GET', path: '/readyz', status: 200, requestId: 'probe-1' });
+    } finally {
+      api.child.kill('SIGTERM');
+    }
+    expect(await api.exited).toBe(0);
+    expect(api.stdout()).toContain('"api stopped"');
+  });
+
+  it('npm start: a bad setting stops startup with one line naming the variable', async () => {
+    const result = await runProcess('src/server.ts', [], { ...env, PORT: 'eighty' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('mnemo api: Invalid configuration: PORT must be a port number\n');
+  });
+
+  it('npm start: refuses a database role that bypasses row-level security', async () => {
+    const result = await runProcess('src/server.ts', [], { ...env, DATABASE_URL: t.adminUrl, PORT: String(await freePort()) });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^mnemo api: DATABASE_URL connects as ".+", which is a superuser/);
+  });
+
+  it('npm run worker: starts, logs its queues, exits cleanly on SIGTERM', async () => {
+    const worker = startProcess('workers/index.ts', [], env);
+    try {
+      await worker.waitFor('"worker started"');
+      const line = worker.stdout().split('\n').find((l) => l.includes('"worker started"'))!;
+      expect(JSON.parse(line)).toMatchObject({ queues: ['reconcile'], prefix: env.MNEMO_QUEUE_PREFIX });
+    } finally {
+      worker.child.kill('SIGTERM');
+    }
+    expect(await worker.exited).toBe(0);
+    expect(worker.stdout()).toContain('"worker stopped"');
+  });
+
+  it('mnemo token: mints a token the secret verifies, with the grants asked for', async () => {
+    const result = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'app-1', '--role', 'service', '--projects-write', 'p1,p2', '--ttl', '600'], {
+      MNEMO_JWT_SECRET: secret,
+    });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const { payload, protectedHeader } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(secret), {
+      algorithms: ['HS256'],
+    });
+    expect(protectedHeader.alg).toBe('HS256');
+    expect(payload).toMatchObject({
+      sub: 'app-1',
+      tid: 'acme',
+      role: 'service',
+      projects: { read: [], write: ['p1', 'p2'] },
+      orgs: { read: [], write: [] },
+    });
+    expect(payload.exp! - payload.iat!).toBe(600);
+  });
+
+  it('mnemo token: says what is missing or wrong', async () => {
+    const noRole = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'u'], { MNEMO_JWT_SECRET: secret });
+    expect(noRole).toMatchObject({ code: 2, stderr: 'mnemo token: --role is required\n' });
+    const badRole = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'u', '--role', 'root'], { MNEMO_JWT_SECRET: secret });
+    expect(badRole).toMatchObject({ code: 2, stderr: 'mnemo token: --role must be one of admin, member, service\n' });
+    const noSecret = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'u', '--role', 'admin'], {});
+    expect(noSecret).toMatchObject({ code: 2, stderr: 'Invalid configuration: MNEMO_JWT_SECRET is required\n' });
+  });
+
+  it('mnemo migrate: migrates an empty database, then reports it up to date', async () => {
+    const target = await createEmptyDatabase();
+    try {
+      const migrateEnv = { DATABASE_ADMIN_URL: target.adminUrl, DATABASE_URL: target.appUrl };
+      const first = await runProcess('bin/mnemo.js', ['migrate'], migrateEnv);
+      expect(first.code).toBe(0);
+      expect(first.stderr).toMatch(/migrations: applied \d+, \d+ in all/);
+      const second = await runProcess('bin/mnemo.js', ['migrate'], migrateEnv);
+      expect(second.code).toBe(0);
+      expect(second.stderr).toMatch(/migrations: up to date/);
+    } finally {
+      await target.drop();
+    }
+  });
+});

@@ -1,0 +1,75 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
+const tsx = `${projectRoot}node_modules/.bin/tsx`;
+
+export interface RunningProcess {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  /** Resolves when stdout contains `text`; rejects if the process exits first or time runs out. */
+  waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
+  /** Resolves with the exit code. */
+  exited: Promise<number | null>;
+}
+
+/** Starts a TypeScript entry (or the `mnemo` bin) as its own process, the way operators do. */
+export function startProcess(entry: string, args: string[], env: Record<string, string | undefined>): RunningProcess {
+  const command = entry.endsWith('.js') ? process.execPath : tsx;
+  const child = spawn(command, [entry, ...args], {
+    cwd: projectRoot,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (chunk) => (out += chunk));
+  child.stderr!.on('data', (chunk) => (err += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    waitFor: (text, timeoutMs = 20_000) =>
+      new Promise((resolve, reject) => {
+        const matches = () => (typeof text === 'string' ? out.includes(text) : text.test(out));
+        const timer = setTimeout(() => {
+          clearInterval(poll);
+          reject(new Error(`timed out waiting for ${text}; stdout: ${out} stderr: ${err}`));
+        }, timeoutMs);
+        const poll = setInterval(() => {
+          if (matches()) {
+            clearInterval(poll);
+            clearTimeout(timer);
+            resolve();
+          }
+        }, 20);
+        void exited.then((code) => {
+          if (matches()) return;
+          clearInterval(poll);
+          clearTimeout(timer);
+          reject(new Error(`exited (${code}) before ${text}; stdout: ${out} stderr: ${err}`));
+        });
+      }),
+  };
+}
+
+/** Runs a command to completion. */
+export async function runProcess(entry: string, args: string[], env: Record<string, string | undefined>) {
+  const running = startProcess(entry, args, env);
+  const code = await running.exited;
+  return { code, stdout: running.stdout(), stderr: running.stderr() };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}

@@ -1,0 +1,89 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createApp } from '../../src/app.ts';
+import { createRedis } from '../../src/jobs/redis.ts';
+import { createLogger } from '../../src/log.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { freePort } from '../helpers/process.ts';
+
+describe('health and readiness', () => {
+  let t: TestDatabase;
+  let redis: Redis;
+  let unreachableRedis: Redis;
+  const logLines: string[] = [];
+  const logger = createLogger('info', {}, (line) => logLines.push(line));
+
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    redis = createRedis(inject('redisUrl'), 'producer');
+    // A real client pointed at a port nothing listens on: its ping genuinely fails.
+    unreachableRedis = new Redis(await freePort(), '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    unreachableRedis.on('error', () => {});
+  });
+  afterAll(async () => {
+    await redis.quit();
+    unreachableRedis.disconnect();
+    await t.drop();
+  });
+
+  const appWith = (redisClient: Redis, accepting = true) =>
+    createApp({
+      logger,
+      readiness: {
+        accepting: () => accepting,
+        checks: { postgres: () => t.app.sql`select 1`, redis: () => redisClient.ping() },
+      },
+    });
+
+  it('is ready when Postgres and Redis answer', async () => {
+    const response = await appWith(redis).request('/readyz');
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+  });
+
+  it('is not ready, with the error envelope, when Redis does not answer; still healthy', async () => {
+    const app = appWith(unreachableRedis);
+    const response = await app.request('/readyz', { headers: { 'X-Request-Id': 'rq-7' } });
+    expect(response.status).toBe(503);
+    expect(await response.json()).toEqual({
+      error: {
+        code: 'unavailable',
+        message: 'Not ready: redis unreachable',
+        requestId: 'rq-7',
+        checks: { postgres: 'ok', redis: 'down' },
+      },
+    });
+    expect((await app.request('/healthz')).status).toBe(200);
+  });
+
+  it('is not ready once shutdown has begun', async () => {
+    const response = await appWith(redis, false).request('/readyz');
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('unavailable');
+  });
+
+  it('keeps a well-formed inbound request id and replaces a malformed one', async () => {
+    const app = appWith(redis);
+    const kept = await app.request('/healthz', { headers: { 'X-Request-Id': 'abc_DEF-123' } });
+    expect(kept.headers.get('x-request-id')).toBe('abc_DEF-123');
+    const replaced = await app.request('/healthz', { headers: { 'X-Request-Id': 'bad id; <script>' } });
+    expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    const tooLong = await app.request('/healthz', { headers: { 'X-Request-Id': 'a'.repeat(129) } });
+    expect(tooLong.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('answers unknown routes with the error envelope', async () => {
+    const response = await appWith(redis).request('/v1/nowhere', { headers: { 'X-Request-Id': 'nf-1' } });
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({
+      error: { code: 'not-found', message: 'No route for GET /v1/nowhere', requestId: 'nf-1' },
+    });
+  });
+
+  it('logs one JSON line per request', async () => {
+    logLines.length = 0;
+    await appWith(redis).request('/healthz', { headers: { 'X-Request-Id': 'log-1' } });
+    expect(logLines).toHaveLength(1);
+    expect(JSON.parse(logLines[0]!)).toMatchObject({ level: 'info', msg: 'request', method: 'GET', path: '/healthz', status: 200, requestId: 'log-1' });
+  });
+});
