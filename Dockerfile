@@ -1,0 +1,13 @@
+# One image for the API, the workers and migrations; the command picks the role.
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+COPY bin ./bin
+COPY src ./src
+COPY workers ./workers
+COPY drizzle ./drizzle
+USER node
+EXPOSE 3000
+CMD ["node", "node_modules/.bin/tsx", "src/server.ts"]
