@@ -5,10 +5,11 @@
  */
 import { serve } from '@hono/node-server';
 import { createApp } from './app.ts';
-import { ConfigError, describeSearch, loadConfig } from './config.ts';
-import { assertRestrictedRole, connect, UnsafeDatabaseRoleError } from './db/client.ts';
+import { describeSearch, loadConfig } from './config.ts';
+import { assertRestrictedRole, connect } from './db/client.ts';
 import { createRedis } from './jobs/redis.ts';
 import { createLogger } from './log.ts';
+import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env, 'api');
@@ -35,36 +36,15 @@ async function main(): Promise<void> {
     process.stdout.write(`  ${describeSearch(config)}\n`);
   });
 
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  onShutdown('api', logger, config.shutdownTimeoutMs, async () => {
     accepting = false;
-    logger.info('api stopping', { signal });
-    const deadline = setTimeout(() => {
-      logger.error('api shutdown timed out; exiting', { timeoutMs: config.shutdownTimeoutMs });
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
-    deadline.unref();
     // close() waits for in-flight requests; idle keep-alive sockets would hold it open.
-    server.close(async () => {
-      await redis.quit().catch(() => {});
-      await database.close();
-      clearTimeout(deadline);
-      logger.info('api stopped');
-      process.exit(0);
-    });
+    const closed = new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+    await closed;
+    await redis.quit().catch(() => {});
+    await database.close();
+  });
 }
 
-main().catch((error: unknown) => {
-  if (error instanceof ConfigError || error instanceof UnsafeDatabaseRoleError) {
-    process.stderr.write(`mnemo api: ${error.message}\n`);
-  } else {
-    process.stderr.write(`mnemo api: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
-  }
-  process.exit(1);
-});
+main().catch(exitOnStartupFailure('api'));

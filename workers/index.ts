@@ -3,12 +3,13 @@
  * SIGTERM/SIGINT: stop taking jobs, let running ones finish (within MNEMO_SHUTDOWN_TIMEOUT_MS),
  * close Redis and Postgres, exit 0.
  */
-import { ConfigError, loadConfig } from '../src/config.ts';
-import { assertRestrictedRole, connect, UnsafeDatabaseRoleError } from '../src/db/client.ts';
+import { loadConfig } from '../src/config.ts';
+import { assertRestrictedRole, connect } from '../src/db/client.ts';
 import { closeQueues, createQueues, queueDefinitions, reconcileQueue } from '../src/jobs/queues.ts';
 import { createRedis } from '../src/jobs/redis.ts';
-import { HandlerRegistryError, startWorkers } from '../src/jobs/worker.ts';
+import { startWorkers } from '../src/jobs/worker.ts';
 import { createLogger } from '../src/log.ts';
+import { exitOnStartupFailure, onShutdown } from '../src/shutdown.ts';
 import { createHandlerRegistry } from './registry.ts';
 
 const RECONCILE_EVERY_MS = 30_000;
@@ -39,33 +40,13 @@ async function main(): Promise<void> {
   );
   logger.info('worker started', { queues: queueDefinitions.map((d) => d.name), prefix: config.queuePrefix });
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info('worker stopping', { signal });
-    const deadline = setTimeout(() => {
-      logger.error('worker shutdown timed out; exiting', { timeoutMs: config.shutdownTimeoutMs });
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
-    deadline.unref();
+  onShutdown('worker', logger, config.shutdownTimeoutMs, async () => {
+    // close() waits for the jobs that are running; no new ones are taken meanwhile.
     await Promise.all(workers.map((worker) => worker.close()));
     await closeQueues(queues);
     await Promise.all([producer.quit(), connection.quit()]);
     await database.close();
-    clearTimeout(deadline);
-    logger.info('worker stopped');
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  });
 }
 
-main().catch((error: unknown) => {
-  if (error instanceof ConfigError || error instanceof UnsafeDatabaseRoleError || error instanceof HandlerRegistryError) {
-    process.stderr.write(`mnemo worker: ${error.message}\n`);
-  } else {
-    process.stderr.write(`mnemo worker: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
-  }
-  process.exit(1);
-});
+main().catch(exitOnStartupFailure('worker'));

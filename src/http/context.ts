@@ -2,5 +2,7 @@
 export interface AppEnv {
   Variables: {
     requestId: string;
+    /** Set once the caller is authenticated; the request log names it. */
+    tenantId?: string;
   };
 }

@@ -27,7 +27,7 @@ export const requestLog =
       ms: Math.round((performance.now() - started) * 10) / 10,
       requestId: c.get('requestId'),
     };
-    const tenant = (c.var as Record<string, unknown>).tenantId;
+    const tenant = c.get('tenantId');
     if (tenant) fields.tenant = tenant;
     logger.info('request', fields);
   };
