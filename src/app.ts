@@ -1,18 +1,29 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
+import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
-import type { Logger } from './log.ts';
+import type { TokenVerifier } from './auth/verify.ts';
+import type { Db } from './db/client.ts';
+import { AppError } from './errors.ts';
+import { authenticate } from './http/auth.ts';
 import type { AppEnv } from './http/context.ts';
-import { ApiError, errorBody, respondWithError } from './http/errors.ts';
+import { errorBody, respondWithError } from './http/errors.ts';
+import { factRoutes } from './http/facts.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { requestId, requestLog } from './http/middleware.ts';
+import { docsPage, openApiInfo } from './http/openapi.ts';
+import type { Logger } from './log.ts';
+
+export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 export interface AppDependencies {
   logger: Logger;
   readiness: ReadinessProbe;
+  db: Db;
+  verifyToken: TokenVerifier;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
 
   app.use('*', requestId());
@@ -20,17 +31,31 @@ export function createApp({ logger, readiness }: AppDependencies) {
 
   app.route('/', healthRoutes(readiness));
 
+  app.use(
+    '/v1/*',
+    bodyLimit({
+      maxSize: BODY_LIMIT_BYTES,
+      onError: (c) => respondWithError(c, new AppError('payload-too-large', 'Request body is larger than 1 MiB')),
+    }),
+  );
+  app.use('/v1/*', authenticate(verifyToken));
+  app.route('/', factRoutes(db));
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+  app.doc31('/openapi.json', openApiInfo);
+  app.get('/docs', (c) => c.html(docsPage));
+
   app.notFound((c) => c.json(errorBody('not-found', `No route for ${c.req.method} ${c.req.path}`, c.get('requestId')), 404));
 
   app.onError((error, c) => {
-    if (error instanceof ApiError) return respondWithError(c, error);
+    if (error instanceof AppError) return respondWithError(c, error);
     if (error instanceof HTTPException && error.status < 500) {
-      // Hono's own 4xx (e.g. a malformed body) keeps its status under our envelope.
+      // Hono's own 4xx (e.g. malformed JSON) keeps its meaning under our envelope.
       const code = error.status === 413 ? 'payload-too-large' : error.status === 401 ? 'unauthenticated' : 'bad-input';
-      return respondWithError(c, new ApiError(code, error.message || 'Bad request'));
+      return respondWithError(c, new AppError(code, error.message || 'Bad request'));
     }
     logger.error('unhandled error', { requestId: c.get('requestId'), method: c.req.method, path: c.req.path, error });
-    return respondWithError(c, new ApiError('internal', 'Internal error'));
+    return respondWithError(c, new AppError('internal', `Internal error; quote request id ${c.get('requestId')}`));
   });
 
   return app;

@@ -5,6 +5,7 @@
  */
 import { serve } from '@hono/node-server';
 import { createApp } from './app.ts';
+import { createTokenVerifier } from './auth/verify.ts';
 import { describeSearch, loadConfig } from './config.ts';
 import { assertRestrictedRole, connect } from './db/client.ts';
 import { createRedis } from './jobs/redis.ts';
@@ -22,6 +23,8 @@ async function main(): Promise<void> {
   let accepting = true;
   const app = createApp({
     logger,
+    db: database.db,
+    verifyToken: createTokenVerifier(config.auth),
     readiness: {
       accepting: () => accepting,
       checks: {

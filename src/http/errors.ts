@@ -1,7 +1,8 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { AppError, type ErrorCode } from '../errors.ts';
 
-/** Every error code of the wire contract (DESIGN §7) and its HTTP status: the one table. */
+/** Every error code of the wire contract and its HTTP status: the one table. */
 export const errorStatus = {
   'bad-input': 400,
   unauthenticated: 401,
@@ -20,34 +21,16 @@ export const errorStatus = {
   internal: 500,
   'memory-operation-unsupported': 501,
   unavailable: 503,
-} as const satisfies Record<string, ContentfulStatusCode>;
-
-export type ErrorCode = keyof typeof errorStatus;
-
-/** An error that answers with the envelope `{error: {code, message, requestId, ...extra}}`. */
-export class ApiError extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-    this.name = 'ApiError';
-  }
-
-  get status(): ContentfulStatusCode {
-    return errorStatus[this.code];
-  }
-}
+} as const satisfies Record<ErrorCode, ContentfulStatusCode>;
 
 export interface ErrorBody {
   error: { code: ErrorCode; message: string; requestId: string } & Record<string, unknown>;
 }
 
 export function errorBody(code: ErrorCode, message: string, requestId: string, extra: Record<string, unknown> = {}): ErrorBody {
-  return { error: { ...extra, code, message, requestId } };
+  return { error: { code, message, requestId, ...extra } };
 }
 
-export function respondWithError(c: Context, error: ApiError) {
-  return c.json(errorBody(error.code, error.message, c.get('requestId') ?? 'unknown', error.extra), error.status);
+export function respondWithError(c: Context, error: AppError) {
+  return c.json(errorBody(error.code, error.message, c.get('requestId') ?? 'unknown', error.extra), errorStatus[error.code]);
 }

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../src/app.ts';
+import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
@@ -29,6 +30,8 @@ describe('health and readiness', () => {
   const appWith = (redisClient: Redis, accepting = true) =>
     createApp({
       logger,
+      db: t.app.db,
+      verifyToken: createTokenVerifier({ jwtSecret: 'x'.repeat(32), jwksUrl: undefined, issuer: undefined, audience: undefined }),
       readiness: {
         accepting: () => accepting,
         checks: { postgres: () => t.app.sql`select 1`, redis: () => redisClient.ping() },

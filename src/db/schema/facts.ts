@@ -75,6 +75,11 @@ function revisionColumns() {
 
 type CheckedColumns = Record<
   | 'version'
+  | 'projectId'
+  | 'userId'
+  | 'participantId'
+  | 'threadId'
+  | 'sessionId'
   | 'trust'
   | 'assertedByKind'
   | 'memoryKind'
@@ -97,6 +102,11 @@ function revisionChecks(prefix: string, t: CheckedColumns) {
     check(`${prefix}_invalidation_reason_known`, oneOf(t.invalidationReason, invalidationReasons)),
     check(`${prefix}_keep_days_positive`, sql`${t.keepDays} >= 1`),
     check(`${prefix}_validity_ordered`, sql`${t.validFrom} <= ${t.validUntil}`),
+    // A conversation (participant, thread, session) belongs to a project or a user (DESIGN §3).
+    check(
+      `${prefix}_conversation_owned`,
+      sql`(${t.participantId} is null and ${t.threadId} is null and ${t.sessionId} is null) or ${t.projectId} is not null or ${t.userId} is not null`,
+    ),
     check(`${prefix}_subjects_array`, sql`jsonb_typeof(${t.subjects}) = 'array'`),
     check(`${prefix}_derived_from_array`, sql`jsonb_typeof(${t.derivedFrom}) = 'array'`),
     check(`${prefix}_merged_from_array`, sql`jsonb_typeof(${t.mergedFrom}) = 'array'`),

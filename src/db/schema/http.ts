@@ -1,4 +1,4 @@
-import { index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import { tenantId, timestamptz } from '../columns.ts';
 
 /**
@@ -13,7 +13,8 @@ export const idempotencyKeys = pgTable(
     requestHash: text('request_hash').notNull(),
     /** NULL while the first request is still running. */
     responseStatus: integer('response_status'),
-    responseBody: jsonb('response_body'),
+    /** The response body exactly as first sent, so a replay is byte for byte the same. */
+    responseBody: text('response_body'),
     createdAt: timestamptz('created_at').notNull().defaultNow(),
     expiresAt: timestamptz('expires_at').notNull(),
   },

@@ -1,0 +1,3 @@
+ALTER TABLE "idempotency_keys" ALTER COLUMN "response_body" SET DATA TYPE text;--> statement-breakpoint
+ALTER TABLE "fact_revisions" ADD CONSTRAINT "fact_revisions_conversation_owned" CHECK (("fact_revisions"."participant_id" is null and "fact_revisions"."thread_id" is null and "fact_revisions"."session_id" is null) or "fact_revisions"."project_id" is not null or "fact_revisions"."user_id" is not null);--> statement-breakpoint
+ALTER TABLE "facts" ADD CONSTRAINT "facts_conversation_owned" CHECK (("facts"."participant_id" is null and "facts"."thread_id" is null and "facts"."session_id" is null) or "facts"."project_id" is not null or "facts"."user_id" is not null);

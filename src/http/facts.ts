@@ -1,0 +1,191 @@
+import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Db } from '../db/client.ts';
+import {
+  deleteFact,
+  listFacts,
+  listRevisions,
+  readFact,
+  supersedeFact,
+  verifyFact,
+  writeFact,
+} from '../memory/facts.ts';
+import {
+  DeleteQuerySchema,
+  FactIdParamSchema,
+  FactListSchema,
+  FactSchema,
+  ListQuerySchema,
+  type ProvenanceRef,
+  ReadQuerySchema,
+  RevisionListSchema,
+  SupersedeBodySchema,
+  VerifyBodySchema,
+  WriteFactBodySchema,
+} from '../memory/schemas.ts';
+import { principalOf } from './auth.ts';
+import type { AppEnv } from './context.ts';
+import { idempotent, type Outcome } from './idempotency.ts';
+import { errorResponses } from './openapi.ts';
+import { validationHook } from './validation.ts';
+
+const tags = ['facts'];
+const security = [{ bearer: [] }];
+const json = <T extends z.ZodType>(schema: T, description: string) => ({
+  content: { 'application/json': { schema } },
+  description,
+});
+const idempotencyHeader = z.object({
+  'idempotency-key': z.string().optional().openapi({ description: 'Replays the first response for 24 h (DESIGN §7)' }),
+  'x-provenance': z.string().optional().openapi({ description: '`type:id`, appended to derivedFrom' }),
+  'x-actor': z.string().optional().openapi({ description: 'Who the provenance names as actor' }),
+});
+
+/** `X-Provenance: type:id` (+ `X-Actor`) → a derivedFrom entry; a malformed header is ignored. */
+export function provenanceFrom(c: Context<AppEnv>, now = new Date()): ProvenanceRef | undefined {
+  const header = c.req.header('x-provenance')?.trim();
+  const match = header ? /^([^:\s]{1,128}):(\S.{0,1023})$/.exec(header) : null;
+  if (!match) return undefined;
+  const actor = c.req.header('x-actor')?.trim();
+  return {
+    type: match[1]!,
+    id: match[2]!.trim(),
+    date: now.toISOString(),
+    ...(actor ? { actor: actor.slice(0, 256) } : {}),
+  };
+}
+
+/**
+ * Sends an idempotent outcome. Its body is already serialized JSON (stored for replays), of the
+ * route's declared response or of the error envelope, so it is typed for the route as such.
+ */
+function send(c: Context<AppEnv>, outcome: Outcome): never {
+  if (outcome.replayed) c.header('Idempotent-Replayed', 'true');
+  return c.body(outcome.body, outcome.status as 200, { 'Content-Type': 'application/json' }) as never;
+}
+
+const writeRoute = createRoute({
+  method: 'post',
+  path: '/v1/memory/facts',
+  tags,
+  security,
+  summary: 'Write a fact',
+  request: { headers: idempotencyHeader, body: { ...json(WriteFactBodySchema, 'The fact'), required: true } },
+  responses: { 201: json(FactSchema, 'The fact, version 1'), ...errorResponses },
+});
+
+const listRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/facts',
+  tags,
+  security,
+  summary: 'List visible facts, newest first',
+  request: { query: ListQuerySchema },
+  responses: { 200: json(FactListSchema, 'A page of facts'), ...errorResponses },
+});
+
+const readRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/facts/{id}',
+  tags,
+  security,
+  summary: 'Read a fact (current, ?version=N or ?asOf=time)',
+  request: { params: FactIdParamSchema, query: ReadQuerySchema },
+  responses: { 200: json(FactSchema, 'The fact'), ...errorResponses },
+});
+
+const supersedeRoute = createRoute({
+  method: 'post',
+  path: '/v1/memory/facts/{id}/supersede',
+  tags,
+  security,
+  summary: 'Write the next revision (same id, type and scope)',
+  request: {
+    params: FactIdParamSchema,
+    headers: idempotencyHeader,
+    body: { ...json(SupersedeBodySchema, 'The new revision'), required: true },
+  },
+  responses: { 200: json(FactSchema, 'The new revision'), ...errorResponses },
+});
+
+const verifyRoute = createRoute({
+  method: 'post',
+  path: '/v1/memory/facts/{id}/verify',
+  tags,
+  security,
+  summary: 'Mark a fact verified by a person (admin or member)',
+  request: {
+    params: FactIdParamSchema,
+    headers: idempotencyHeader,
+    body: { ...json(VerifyBodySchema, 'Optional expectVersion'), required: false },
+  },
+  responses: { 200: json(FactSchema, 'The verified revision'), ...errorResponses },
+});
+
+const deleteRoute = createRoute({
+  method: 'delete',
+  path: '/v1/memory/facts/{id}',
+  tags,
+  security,
+  summary: 'Delete a fact (tombstone revision)',
+  request: { params: FactIdParamSchema, query: DeleteQuerySchema },
+  responses: { 200: json(FactSchema, 'The tombstone revision'), ...errorResponses },
+});
+
+const revisionsRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/facts/{id}/revisions',
+  tags,
+  security,
+  summary: 'Every revision of a fact, newest first',
+  request: { params: FactIdParamSchema },
+  responses: { 200: json(RevisionListSchema, 'The revisions'), ...errorResponses },
+});
+
+/** The facts routes: each parses, authorises via the principal, calls one domain verb. */
+export function factRoutes(db: Db) {
+  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+
+  return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
+    .openapi(writeRoute, async (c) => {
+      const body = c.req.valid('json');
+      const provenance = provenanceFrom(c);
+      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
+        status: 201,
+        body: await writeFact({ ...ctx(c), tx }, body, { provenance }),
+      }));
+      return send(c, outcome);
+    })
+    .openapi(listRoute, async (c) => c.json(await listFacts(ctx(c), c.req.valid('query')), 200))
+    .openapi(readRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json(await readFact(ctx(c), id, c.req.valid('query')), 200);
+    })
+    .openapi(supersedeRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const body = c.req.valid('json');
+      const provenance = provenanceFrom(c);
+      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
+        status: 200,
+        body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance }),
+      }));
+      return send(c, outcome);
+    })
+    .openapi(verifyRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const body = c.req.valid('json') ?? {};
+      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
+        status: 200,
+        body: await verifyFact({ ...ctx(c), tx }, id, body),
+      }));
+      return send(c, outcome);
+    })
+    .openapi(deleteRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json(await deleteFact(ctx(c), id, c.req.valid('query')), 200);
+    })
+    .openapi(revisionsRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json(await listRevisions(ctx(c), id), 200);
+    });
+}

@@ -1,0 +1,18 @@
+import type { Principal } from '../auth/permissions.ts';
+import { type Db, type Tx, withTenant } from '../db/client.ts';
+
+/**
+ * What every domain verb receives: the database, who is acting, and optionally a transaction
+ * that is already open for the principal's tenant (the idempotency layer runs the verb inside
+ * its own transaction, so the stored response commits together with the write).
+ */
+export interface MemoryContext {
+  db: Db;
+  principal: Principal;
+  tx?: Tx;
+}
+
+/** Runs `fn` in the context's transaction, or in a new one for the principal's tenant. */
+export function inTenantTransaction<T>(ctx: MemoryContext, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return ctx.tx ? fn(ctx.tx) : withTenant(ctx.db, ctx.principal.tenantId, fn);
+}

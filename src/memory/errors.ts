@@ -1,0 +1,45 @@
+import { AppError } from '../errors.ts';
+
+/** The domain's errors. Each carries its wire code; src/http/errors.ts maps codes to statuses. */
+
+export class FactNotFound extends AppError {
+  constructor(id: string, detail?: string) {
+    super('fact-not-found', detail ?? `No fact ${id}`);
+    this.name = 'FactNotFound';
+  }
+}
+
+export class FactChanged extends AppError {
+  constructor(expected: number, current: number) {
+    super('fact-changed', `The fact is at version ${current}, not ${expected}`, { currentVersion: current });
+    this.name = 'FactChanged';
+  }
+}
+
+export class PermissionDenied extends AppError {
+  constructor(message: string) {
+    super('permission-denied', message);
+    this.name = 'PermissionDenied';
+  }
+}
+
+export class ScopeMismatch extends AppError {
+  constructor() {
+    super('scope-mismatch', 'scope.tenantId must be your own tenant (or left out)');
+    this.name = 'ScopeMismatch';
+  }
+}
+
+export class LegalHold extends AppError {
+  constructor(id: string) {
+    super('legal-hold', `Fact ${id} is under legal hold`);
+    this.name = 'LegalHold';
+  }
+}
+
+export class BadInput extends AppError {
+  constructor(field: string, message: string) {
+    super('bad-input', `${field}: ${message}`, { details: [{ path: field, message }] });
+    this.name = 'BadInput';
+  }
+}

@@ -1,0 +1,417 @@
+/**
+ * Facts: write, read, list, supersede, verify, delete, revisions (DESIGN §4). Each verb runs in
+ * one transaction for the principal's tenant; who-sees-what is a SQL condition of every query
+ * (`visibleTo`), and the write rules are checked before anything is written.
+ */
+import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
+import { canWrite, type Principal, type Scope, scopeKind, visibleTo } from '../auth/permissions.ts';
+import type { Tx } from '../db/client.ts';
+import { factRevisions, facts } from '../db/schema.ts';
+import { registerTenant } from '../db/tenants.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
+import { type MemoryContext, inTenantTransaction } from './context.ts';
+import { uuidv7 } from './ids.ts';
+import {
+  type Fact,
+  type FactList,
+  LIST_LIMIT_DEFAULT,
+  type ListQuery,
+  type ProvenanceRef,
+  type SupersedeBody,
+  type VerifyBody,
+  type WriteFactBody,
+} from './schemas.ts';
+
+type FactRow = typeof facts.$inferSelect;
+type RevisionRow = typeof factRevisions.$inferSelect;
+/** The columns a revision shares with the current row (everything but the ids and search vector). */
+type RevisionBody = Omit<RevisionRow, 'tenantId' | 'factId'>;
+
+const DAY_MS = 24 * 3600 * 1000;
+
+// ---------------------------------------------------------------------------------------------
+// Shaping
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+function scopeOf(row: Pick<FactRow, 'tenantId' | 'orgId' | 'projectId' | 'userId' | 'participantId' | 'threadId' | 'sessionId'>) {
+  const scope: Fact['scope'] = { tenantId: row.tenantId };
+  for (const key of ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const) {
+    if (row[key] !== null) scope[key] = row[key];
+  }
+  return scope;
+}
+
+/** A stored revision as every route returns it. */
+export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId' | Exclude<keyof Scope, never>>, embeddingModel: string | null): Fact {
+  return {
+    id,
+    version: row.version,
+    type: row.type,
+    scope: scopeOf(row),
+    content: row.content,
+    trust: row.trust,
+    assertedBy: { kind: row.assertedByKind, id: row.assertedById },
+    verifiedBy: row.verifiedById ? { kind: 'user', id: row.verifiedById } : null,
+    verifiedAt: iso(row.verifiedAt),
+    retention: { keepDays: row.keepDays, keepUntil: iso(row.keepUntil), legalHold: row.legalHold },
+    expiresAt: iso(row.expiresAt),
+    subjects: row.subjects,
+    validFrom: iso(row.validFrom),
+    validUntil: iso(row.validUntil),
+    observedAt: iso(row.observedAt),
+    memoryKind: row.memoryKind,
+    episodeId: row.episodeId,
+    path: row.path,
+    derivedFrom: row.derivedFrom,
+    mergedFrom: row.mergedFrom,
+    embeddingModel,
+    createdAt: row.createdAt.toISOString(),
+    recordedAt: row.recordedAt.toISOString(),
+    invalidatedAt: iso(row.invalidatedAt),
+    invalidationReason: row.invalidationReason,
+  };
+}
+
+/**
+ * The active embedding model, when it has embedded exactly this revision; null otherwise
+ * (no embeddings configured, not embedded yet, or embedded at another version).
+ */
+const embeddingModelOf = (factId: AnyPgColumn, version: AnyPgColumn) => sql<string | null>`(
+  select e.model from fact_embeddings e
+  join embedding_models m on m.model = e.model and m.state = 'active'
+  where e.tenant_id = mnemo_current_tenant() and e.fact_id = ${factId} and e.version = ${version}
+  limit 1)`;
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+/** Not deleted, erased or swept, and not past its expiry. */
+const live = (at: SQL = sql`now()`) =>
+  and(isNull(facts.invalidatedAt), or(isNull(facts.expiresAt), gt(facts.expiresAt, at)))!;
+
+/** The database's clock, read after any row lock, so revisions of a fact are recorded in order. */
+async function clock(tx: Tx): Promise<Date> {
+  const [row] = (await tx.execute(sql`select clock_timestamp() as now`)) as unknown as [{ now: Date | string }];
+  return new Date(row.now);
+}
+
+function expiry(retention: { keepDays: number | null; keepUntil: Date | null }, from: Date): Date | null {
+  if (retention.keepDays !== null) return new Date(from.getTime() + retention.keepDays * DAY_MS);
+  return retention.keepUntil;
+}
+
+const toDate = (value: string | undefined) => (value === undefined ? undefined : new Date(value));
+
+/** The current row of a fact the principal can see and that is live, locked for update. */
+async function lockVisible(tx: Tx, principal: Principal, id: string): Promise<FactRow> {
+  const [row] = await tx
+    .select()
+    .from(facts)
+    .where(and(eq(facts.id, id), visibleTo(principal, facts), live()))
+    .for('update');
+  if (!row) throw new FactNotFound(id);
+  return row;
+}
+
+function assertWritable(principal: Principal, row: FactRow): void {
+  if (!canWrite(principal, row)) throw new PermissionDenied('You may read this fact but not change it');
+}
+
+function assertExpectedVersion(row: FactRow, expectVersion: number | undefined): void {
+  if (expectVersion !== undefined && expectVersion !== row.version) throw new FactChanged(expectVersion, row.version);
+}
+
+function assertLegalHoldChange(principal: Principal, requested: boolean | undefined, current: boolean): void {
+  if (requested !== undefined && requested !== current && principal.role !== 'admin') {
+    throw new PermissionDenied('Only a tenant admin may place or lift a legal hold');
+  }
+}
+
+/** Writes the next revision of a locked fact: the current row and its revision row together. */
+async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBody>): Promise<Fact> {
+  const { searchVector: _derived, id, tenantId, ...body } = current;
+  const revision: RevisionBody = { ...body, ...next, version: current.version + 1 };
+  await tx.update(facts).set(revision).where(eq(facts.id, id));
+  await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });
+  return toFact(id, { ...revision, tenantId }, null);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verbs
+
+export interface WriteOptions {
+  /** From `X-Provenance` (+ `X-Actor`): appended to `derivedFrom`. */
+  provenance?: ProvenanceRef | undefined;
+}
+
+export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options: WriteOptions = {}): Promise<Fact> {
+  const { principal } = ctx;
+  const { tenantId: scopeTenant, ...scope } = body.scope ?? {};
+  if (scopeTenant !== undefined && scopeTenant !== principal.tenantId) throw new ScopeMismatch();
+  if (scopeKind(scope) === 'invalid') {
+    throw new BadInput('scope', 'participantId, threadId and sessionId need projectId or userId');
+  }
+  if (!canWrite(principal, scope)) throw new PermissionDenied('You may not write facts in this scope');
+  assertLegalHoldChange(principal, body.retention?.legalHold, false);
+
+  return inTenantTransaction(ctx, async (tx) => {
+    await registerTenant(tx, principal.tenantId);
+    const now = await clock(tx);
+    const retention = {
+      keepDays: body.retention?.keepDays ?? null,
+      keepUntil: toDate(body.retention?.keepUntil) ?? null,
+      legalHold: body.retention?.legalHold ?? false,
+    };
+    const id = uuidv7(now.getTime());
+    const revision: RevisionBody = {
+      version: 1,
+      type: body.type,
+      orgId: scope.orgId ?? null,
+      projectId: scope.projectId ?? null,
+      userId: scope.userId ?? null,
+      participantId: scope.participantId ?? null,
+      threadId: scope.threadId ?? null,
+      sessionId: scope.sessionId ?? null,
+      content: body.content,
+      trust: body.trust ?? 'asserted',
+      assertedByKind: principal.role === 'service' ? 'service' : 'user',
+      assertedById: principal.sub,
+      verifiedById: null,
+      verifiedAt: null,
+      ...retention,
+      expiresAt: expiry(retention, now),
+      subjects: body.subjects ?? [],
+      validFrom: toDate(body.validFrom) ?? null,
+      validUntil: toDate(body.validUntil) ?? null,
+      observedAt: toDate(body.observedAt) ?? null,
+      memoryKind: body.memoryKind ?? null,
+      episodeId: body.episodeId ?? null,
+      path: body.path ?? null,
+      derivedFrom: options.provenance ? [options.provenance] : [],
+      mergedFrom: body.mergedFrom ?? [],
+      createdAt: now,
+      recordedAt: now,
+      invalidatedAt: null,
+      invalidationReason: null,
+    };
+    await tx.insert(facts).values({ ...revision, tenantId: principal.tenantId, id });
+    await tx.insert(factRevisions).values({ ...revision, tenantId: principal.tenantId, factId: id });
+    return toFact(id, { ...revision, tenantId: principal.tenantId }, null);
+  });
+}
+
+export interface ReadOptions {
+  version?: number | undefined;
+  asOf?: string | undefined;
+}
+
+export async function readFact(ctx: MemoryContext, id: string, options: ReadOptions = {}): Promise<Fact> {
+  return inTenantTransaction(ctx, async (tx) => {
+    const [current] = await tx
+      .select({ version: facts.version })
+      .from(facts)
+      .where(and(eq(facts.id, id), visibleTo(ctx.principal, facts), live()));
+    if (!current) throw new FactNotFound(id);
+
+    const at =
+      options.version !== undefined
+        ? eq(factRevisions.version, options.version)
+        : options.asOf !== undefined
+          ? lte(factRevisions.recordedAt, new Date(options.asOf))
+          : eq(factRevisions.version, current.version);
+    const [revision] = await tx
+      .select({ row: factRevisions, embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version) })
+      .from(factRevisions)
+      .where(and(eq(factRevisions.factId, id), at))
+      .orderBy(desc(factRevisions.version))
+      .limit(1);
+    if (!revision) {
+      throw new FactNotFound(
+        id,
+        options.version !== undefined ? `Fact ${id} has no version ${options.version}` : `Fact ${id} did not exist at ${options.asOf}`,
+      );
+    }
+    return toFact(id, revision.row, revision.embeddingModel);
+  });
+}
+
+export async function listFacts(ctx: MemoryContext, query: ListQuery): Promise<FactList> {
+  const limit = query.limit ?? LIST_LIMIT_DEFAULT;
+  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  return inTenantTransaction(ctx, async (tx) => {
+    const rows = query.asOf === undefined ? await listCurrent(tx, ctx.principal, query, after, limit + 1) : await listAsOf(tx, ctx.principal, query, after, limit + 1);
+    const page = rows.slice(0, limit);
+    const hasMore = rows.length > limit;
+    return { data: page, hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
+  });
+}
+
+type FilterColumns = Pick<
+  typeof facts,
+  'type' | 'orgId' | 'projectId' | 'userId' | 'participantId' | 'threadId' | 'sessionId' | 'trust' | 'memoryKind' | 'subjects' | 'validFrom' | 'validUntil'
+>;
+
+/** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
+function filters(columns: FilterColumns, query: ListQuery): SQL[] {
+  const conditions: SQL[] = [];
+  if (query.type !== undefined) conditions.push(eq(columns.type, query.type));
+  if (query.types !== undefined) conditions.push(inArray(columns.type, query.types));
+  for (const key of ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const) {
+    const value = query[key];
+    if (value !== undefined) conditions.push(eq(columns[key], value));
+  }
+  if (query.trust !== undefined) conditions.push(eq(columns.trust, query.trust));
+  if (query.memoryKind !== undefined) conditions.push(eq(columns.memoryKind, query.memoryKind));
+  if (query.subjectKind !== undefined && query.subjectId !== undefined) {
+    const subject = JSON.stringify([{ kind: query.subjectKind, id: query.subjectId }]);
+    conditions.push(sql`${columns.subjects} @> ${subject}::jsonb`);
+  }
+  if (query.validAt !== undefined) {
+    const at = new Date(query.validAt);
+    conditions.push(or(isNull(columns.validFrom), lte(columns.validFrom, at))!);
+    conditions.push(or(isNull(columns.validUntil), gt(columns.validUntil, at), eq(columns.validUntil, at))!);
+  }
+  return conditions;
+}
+
+async function listCurrent(tx: Tx, principal: Principal, query: ListQuery, after: string | undefined, take: number): Promise<Fact[]> {
+  const rows = await tx
+    .select({ row: facts, embeddingModel: embeddingModelOf(facts.id, facts.version) })
+    .from(facts)
+    .where(and(visibleTo(principal, facts), live(), ...filters(facts, query), after ? lt(facts.id, after) : undefined))
+    .orderBy(desc(facts.id))
+    .limit(take);
+  return rows.map(({ row, embeddingModel }) => toFact(row.id, row, embeddingModel));
+}
+
+/**
+ * The facts as they were at `asOf`: for each fact, its latest revision recorded by then, kept
+ * when that revision was live at that time and matches the filters. A fact deleted or erased
+ * since is gone from history too (DESIGN §4: afterwards every route treats it as not found).
+ * This reads the tenant's revisions up to `asOf`; it is a history query, not a hot path.
+ */
+async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: string | undefined, take: number): Promise<Fact[]> {
+  const asOf = new Date(query.asOf!);
+  const atTime = tx.$with('at_time').as(
+    tx
+      .selectDistinctOn([factRevisions.factId], {
+        ...getTableColumns(factRevisions),
+        embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version).as('embedding_model'),
+      })
+      .from(factRevisions)
+      .where(and(lte(factRevisions.recordedAt, asOf), after ? lt(factRevisions.factId, after) : undefined))
+      .orderBy(desc(factRevisions.factId), desc(factRevisions.version)),
+  );
+  const rows = await tx
+    .with(atTime)
+    .select()
+    .from(atTime)
+    .innerJoin(facts, and(eq(facts.tenantId, atTime.tenantId), eq(facts.id, atTime.factId)))
+    .where(
+      and(
+        isNull(facts.invalidatedAt),
+        visibleTo(principal, facts),
+        isNull(atTime.invalidatedAt),
+        or(isNull(atTime.expiresAt), gt(atTime.expiresAt, asOf)),
+        ...filters(atTime as unknown as FilterColumns, query),
+      ),
+    )
+    .orderBy(desc(atTime.factId))
+    .limit(take);
+  return rows.map(({ at_time: { embeddingModel, ...row } }) => toFact(row.factId, row, embeddingModel));
+}
+
+export interface SupersedeOptions extends WriteOptions {}
+
+export async function supersedeFact(ctx: MemoryContext, id: string, body: SupersedeBody, options: SupersedeOptions = {}): Promise<Fact> {
+  const { principal } = ctx;
+  return inTenantTransaction(ctx, async (tx) => {
+    const current = await lockVisible(tx, principal, id);
+    assertWritable(principal, current);
+    assertExpectedVersion(current, body.expectVersion);
+    assertLegalHoldChange(principal, body.retention?.legalHold, current.legalHold);
+    const now = await clock(tx);
+
+    const next: Partial<RevisionBody> = {
+      content: body.content,
+      // New content is no longer what a person verified.
+      trust: current.trust === 'verified' ? 'asserted' : current.trust,
+      assertedByKind: principal.role === 'service' ? 'service' : 'user',
+      assertedById: principal.sub,
+      verifiedById: null,
+      verifiedAt: null,
+      recordedAt: now,
+    };
+    if (body.retention !== undefined) {
+      const retention = {
+        keepDays: body.retention.keepDays ?? null,
+        keepUntil: toDate(body.retention.keepUntil) ?? null,
+        legalHold: body.retention.legalHold ?? current.legalHold,
+      };
+      Object.assign(next, retention, { expiresAt: expiry(retention, now) });
+    }
+    if (body.subjects !== undefined) next.subjects = body.subjects;
+    if (body.validFrom !== undefined) next.validFrom = new Date(body.validFrom);
+    if (body.validUntil !== undefined) next.validUntil = new Date(body.validUntil);
+    if (body.observedAt !== undefined) next.observedAt = new Date(body.observedAt);
+    if (body.mergedFrom !== undefined) next.mergedFrom = body.mergedFrom;
+    if (options.provenance) next.derivedFrom = [...current.derivedFrom, options.provenance];
+
+    const validFrom = next.validFrom ?? current.validFrom;
+    const validUntil = next.validUntil ?? current.validUntil;
+    if (validFrom && validUntil && validFrom > validUntil) {
+      throw new BadInput('validFrom', 'must not be later than validUntil');
+    }
+    return writeRevision(tx, current, next);
+  });
+}
+
+export async function verifyFact(ctx: MemoryContext, id: string, body: VerifyBody): Promise<Fact> {
+  const { principal } = ctx;
+  return inTenantTransaction(ctx, async (tx) => {
+    const current = await lockVisible(tx, principal, id);
+    assertWritable(principal, current);
+    if (principal.role === 'service') {
+      throw new PermissionDenied('Only a person (role admin or member) may verify a fact');
+    }
+    assertExpectedVersion(current, body.expectVersion);
+    const now = await clock(tx);
+    return writeRevision(tx, current, { trust: 'verified', verifiedById: principal.sub, verifiedAt: now, recordedAt: now });
+  });
+}
+
+export interface DeleteOptions {
+  expectVersion?: number | undefined;
+}
+
+/** Writes the tombstone revision; the retention sweep purges the content of every revision later. */
+export async function deleteFact(ctx: MemoryContext, id: string, options: DeleteOptions = {}): Promise<Fact> {
+  const { principal } = ctx;
+  return inTenantTransaction(ctx, async (tx) => {
+    const current = await lockVisible(tx, principal, id);
+    assertWritable(principal, current);
+    if (current.legalHold) throw new LegalHold(id);
+    assertExpectedVersion(current, options.expectVersion);
+    const now = await clock(tx);
+    return writeRevision(tx, current, { invalidatedAt: now, invalidationReason: 'deleted', recordedAt: now });
+  });
+}
+
+export async function listRevisions(ctx: MemoryContext, id: string): Promise<{ data: Fact[] }> {
+  return inTenantTransaction(ctx, async (tx) => {
+    const [current] = await tx
+      .select({ id: facts.id })
+      .from(facts)
+      .where(and(eq(facts.id, id), visibleTo(ctx.principal, facts), live()));
+    if (!current) throw new FactNotFound(id);
+    const rows = await tx
+      .select({ row: factRevisions, embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version) })
+      .from(factRevisions)
+      .where(eq(factRevisions.factId, id))
+      .orderBy(desc(factRevisions.version));
+    return { data: rows.map(({ row, embeddingModel }) => toFact(id, row, embeddingModel)) };
+  });
+}

@@ -1,0 +1,222 @@
+/**
+ * The wire shapes of facts (DESIGN §4), as zod schemas. Routes validate with them, OpenAPI is
+ * generated from them, and the TypeScript client infers its types from them: one definition.
+ */
+import { z } from '@hono/zod-openapi';
+import { memoryKinds } from '../db/schema/facts.ts';
+
+export const CONTENT_MAX_BYTES = 64 * 1024;
+export const SUBJECTS_MAX = 20;
+export const PROVENANCE_MAX = 100;
+export const LIST_LIMIT_DEFAULT = 25;
+export const LIST_LIMIT_MAX = 100;
+
+const TYPE_PATTERN = /^[a-z0-9][a-z0-9._-]*$/;
+
+export const IdSchema = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+
+export const FactTypeSchema = IdSchema.regex(TYPE_PATTERN, 'must match ^[a-z0-9][a-z0-9._-]*$ (e.g. acme.preference)').openapi({
+  example: 'acme.note',
+});
+
+export const TimestampSchema = z.iso
+  .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z' })
+  .openapi({ example: '2026-01-31T12:00:00Z' });
+
+const scopeKeys = {
+  orgId: IdSchema.optional(),
+  projectId: IdSchema.optional(),
+  userId: IdSchema.optional(),
+  participantId: IdSchema.optional(),
+  threadId: IdSchema.optional(),
+  sessionId: IdSchema.optional(),
+};
+
+/** A scope as written: `tenantId` may be given but must be the caller's (else 403). */
+export const ScopeInputSchema = z.strictObject({ tenantId: IdSchema.optional(), ...scopeKeys }).openapi('ScopeInput');
+
+/** A scope as returned: always the tenant, plus the keys that are set. */
+export const ScopeSchema = z.object({ tenantId: IdSchema, ...scopeKeys }).openapi('Scope');
+
+export const SubjectSchema = z
+  .strictObject({ kind: z.enum(['participant', 'user', 'external']), id: IdSchema })
+  .openapi('Subject');
+
+export const ProvenanceRefSchema = z
+  .strictObject({
+    type: z.string().min(1).max(128),
+    id: z.string().max(1024).optional(),
+    path: z.string().max(1024).optional(),
+    date: z.string().max(64).optional(),
+    actor: z.string().max(256).optional(),
+    note: z.string().max(2048).optional(),
+  })
+  .openapi('ProvenanceRef');
+
+export const RetentionInputSchema = z
+  .strictObject({
+    keepDays: z.number().int('must be a whole number of days').min(1, 'must be at least 1').max(36_500).optional(),
+    keepUntil: TimestampSchema.optional(),
+    legalHold: z.boolean().optional(),
+  })
+  .refine((r) => r.keepDays === undefined || r.keepUntil === undefined, {
+    message: 'give keepDays or keepUntil, not both',
+    path: ['keepDays'],
+  })
+  .openapi('RetentionInput');
+
+/** Any JSON value but null, at most 64 KiB serialized. */
+export const ContentSchema = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    if (value === undefined || value === null) {
+      ctx.addIssue({ code: 'custom', message: 'is required (any JSON value but null)' });
+      return;
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
+    if (bytes > CONTENT_MAX_BYTES) {
+      ctx.addIssue({ code: 'custom', message: `must be at most 64 KiB serialized (is ${bytes} bytes)` });
+    }
+  })
+  .openapi({ description: 'Any JSON value but null, at most 64 KiB serialized', example: { text: 'Prefers email.' } });
+
+const TrustInputSchema = z.enum(['asserted', 'unverified'], {
+  error: (issue) =>
+    issue.input === 'verified'
+      ? 'cannot be "verified" here: a person verifies a fact with POST /v1/memory/facts/{id}/verify'
+      : 'must be "asserted" or "unverified"',
+});
+
+const MemoryKindSchema = z.enum(memoryKinds);
+
+const revisable = {
+  retention: RetentionInputSchema.optional(),
+  subjects: z.array(SubjectSchema).max(SUBJECTS_MAX, `at most ${SUBJECTS_MAX} subjects`).optional(),
+  validFrom: TimestampSchema.optional(),
+  validUntil: TimestampSchema.optional(),
+  observedAt: TimestampSchema.optional(),
+  mergedFrom: z.array(ProvenanceRefSchema).max(PROVENANCE_MAX, `at most ${PROVENANCE_MAX} entries`).optional(),
+};
+
+const validityOrdered = (body: { validFrom?: string | undefined; validUntil?: string | undefined }) =>
+  body.validFrom === undefined || body.validUntil === undefined || Date.parse(body.validFrom) <= Date.parse(body.validUntil);
+const validityIssue = { message: 'must not be later than validUntil', path: ['validFrom'] };
+
+export const WriteFactBodySchema = z
+  .strictObject({
+    type: FactTypeSchema,
+    content: ContentSchema,
+    scope: ScopeInputSchema.optional(),
+    trust: TrustInputSchema.optional(),
+    memoryKind: MemoryKindSchema.optional(),
+    episodeId: IdSchema.optional(),
+    path: z.string().min(1).max(1024).optional(),
+    ...revisable,
+  })
+  .refine(validityOrdered, validityIssue)
+  .openapi('WriteFactBody');
+
+export const SupersedeBodySchema = z
+  .strictObject(
+    { content: ContentSchema, expectVersion: z.number().int().min(1).optional(), ...revisable },
+    {
+      error: (issue) =>
+        issue.code === 'unrecognized_keys' && issue.keys.some((key) => key === 'type' || key === 'scope')
+          ? 'type and scope cannot change on supersede; write a new fact instead'
+          : undefined,
+    },
+  )
+  .refine(validityOrdered, validityIssue)
+  .openapi('SupersedeBody');
+
+export const VerifyBodySchema = z.strictObject({ expectVersion: z.number().int().min(1).optional() }).openapi('VerifyBody');
+
+export const FactSchema = z
+  .object({
+    id: z.uuid(),
+    version: z.number().int(),
+    type: FactTypeSchema,
+    scope: ScopeSchema,
+    content: z.unknown().openapi({ description: 'Any JSON value; null once purged or erased' }),
+    trust: z.enum(['asserted', 'unverified', 'verified']),
+    assertedBy: z.object({ kind: z.enum(['service', 'user']), id: z.string() }),
+    verifiedBy: z.object({ kind: z.literal('user'), id: z.string() }).nullable(),
+    verifiedAt: z.string().nullable(),
+    retention: z.object({ keepDays: z.number().int().nullable(), keepUntil: z.string().nullable(), legalHold: z.boolean() }),
+    expiresAt: z.string().nullable(),
+    subjects: z.array(SubjectSchema),
+    validFrom: z.string().nullable(),
+    validUntil: z.string().nullable(),
+    observedAt: z.string().nullable(),
+    memoryKind: MemoryKindSchema.nullable(),
+    episodeId: z.string().nullable(),
+    path: z.string().nullable(),
+    derivedFrom: z.array(ProvenanceRefSchema),
+    mergedFrom: z.array(ProvenanceRefSchema),
+    embeddingModel: z.string().nullable(),
+    createdAt: z.string(),
+    recordedAt: z.string(),
+    invalidatedAt: z.string().nullable(),
+    invalidationReason: z.enum(['deleted', 'expired', 'erased']).nullable(),
+  })
+  .openapi('Fact');
+
+export const FactListSchema = z
+  .object({ data: z.array(FactSchema), hasMore: z.boolean(), nextCursor: z.string().nullable() })
+  .openapi('FactList');
+
+export const RevisionListSchema = z.object({ data: z.array(FactSchema) }).openapi('RevisionList');
+
+const positiveInt = (name: string) =>
+  z
+    .string()
+    .regex(/^[1-9][0-9]{0,8}$/, `${name} must be a whole number, at least 1`)
+    .transform(Number);
+
+export const FactIdParamSchema = z.object({
+  id: z.uuid({ message: 'must be a fact id (a UUID)' }).openapi({ param: { name: 'id', in: 'path' } }),
+});
+
+export const ReadQuerySchema = z
+  .strictObject({ version: positiveInt('version').optional(), asOf: TimestampSchema.optional() })
+  .refine((q) => q.version === undefined || q.asOf === undefined, { message: 'give version or asOf, not both', path: ['version'] });
+
+export const DeleteQuerySchema = z.strictObject({ expectVersion: positiveInt('expectVersion').optional() });
+
+export const ListQuerySchema = z
+  .strictObject({
+    type: FactTypeSchema.optional(),
+    types: z
+      .string()
+      .transform((value) => value.split(',').map((t) => t.trim()).filter(Boolean))
+      .pipe(z.array(FactTypeSchema).min(1, 'must name at least one type').max(50, 'at most 50 types'))
+      .optional()
+      .openapi({ description: 'Comma-separated types', example: 'acme.note,acme.preference' }),
+    ...scopeKeys,
+    trust: z.enum(['asserted', 'unverified', 'verified']).optional(),
+    memoryKind: MemoryKindSchema.optional(),
+    subjectKind: z.enum(['participant', 'user', 'external']).optional(),
+    subjectId: IdSchema.optional(),
+    validAt: TimestampSchema.optional(),
+    asOf: TimestampSchema.optional(),
+    limit: z
+      .string()
+      .regex(/^[0-9]+$/, 'must be a whole number')
+      .transform(Number)
+      .pipe(z.number().int().min(1, 'must be at least 1').max(LIST_LIMIT_MAX, `must be at most ${LIST_LIMIT_MAX}`))
+      .optional(),
+    cursor: z.string().max(512).optional(),
+  })
+  .refine((q) => (q.subjectKind === undefined) === (q.subjectId === undefined), {
+    message: 'subjectKind and subjectId go together',
+    path: ['subjectKind'],
+  });
+
+export type WriteFactBody = z.infer<typeof WriteFactBodySchema>;
+export type SupersedeBody = z.infer<typeof SupersedeBodySchema>;
+export type VerifyBody = z.infer<typeof VerifyBodySchema>;
+export type Fact = z.infer<typeof FactSchema>;
+export type FactList = z.infer<typeof FactListSchema>;
+export type ListQuery = z.infer<typeof ListQuerySchema>;
+export type ProvenanceRef = z.infer<typeof ProvenanceRefSchema>;
+export type ScopeInput = z.infer<typeof ScopeInputSchema>;
