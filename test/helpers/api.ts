@@ -52,6 +52,8 @@ export interface RequestOptions {
 export interface TestApi {
   baseUrl: string;
   db: TestDatabase;
+  /** What the app logged (JSON lines), for tests of what is logged. */
+  logs: string[];
   /** A fresh tenant and an admin token for it. */
   newTenant(label?: string): Promise<{ tenantId: string; admin: string }>;
   request<T = any>(method: string, path: string, options?: RequestOptions): Promise<ApiResponse<T>>;
@@ -65,8 +67,9 @@ export interface TestApi {
 export async function startTestApi(): Promise<TestApi> {
   const db = await createTestDatabase();
   const redis = createRedis(inject('redisUrl'), 'producer');
+  const logs: string[] = [];
   const app = createApp({
-    logger: createLogger('error'),
+    logger: createLogger('info', {}, (line) => logs.push(line)),
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() } },
@@ -78,6 +81,7 @@ export async function startTestApi(): Promise<TestApi> {
   return {
     baseUrl,
     db,
+    logs,
     async newTenant(label = 'tenant') {
       const tenantId = uniqueTenant(label);
       return { tenantId, admin: await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }) };

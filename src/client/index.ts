@@ -1,0 +1,139 @@
+/**
+ * The TypeScript client (`import { createClient } from 'mnemo/client'`). Its types come from
+ * the same zod schemas the server validates with, so a field the server accepts is a field the
+ * client offers. Errors arrive as `MnemoError` with the envelope's `code`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import type { ErrorCode } from '../errors.ts';
+import type {
+  Fact,
+  FactList,
+  ListQuerySchema,
+  SupersedeBodySchema,
+  VerifyBodySchema,
+  WriteFactBodySchema,
+} from '../memory/schemas.ts';
+
+export type { ErrorCode, Fact, FactList };
+export type WriteFactInput = z.input<typeof WriteFactBodySchema>;
+export type SupersedeInput = z.input<typeof SupersedeBodySchema>;
+export type VerifyInput = z.input<typeof VerifyBodySchema>;
+/** List filters; `types` is an array here (sent comma-separated), numbers are numbers. */
+export type ListInput = Omit<z.input<typeof ListQuerySchema>, 'types' | 'limit'> & { types?: string[]; limit?: number };
+
+export class MnemoError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly status: number,
+    readonly requestId: string | undefined,
+    /** The rest of the envelope: `details`, `currentVersion`, … */
+    readonly body: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'MnemoError';
+  }
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  /** A bearer JWT, or a function returning one (for tokens that rotate). */
+  token: string | (() => string | Promise<string>);
+  /** Defaults to the global fetch. */
+  fetch?: typeof fetch;
+}
+
+export interface WriteOptions {
+  /** Sent as `Idempotency-Key`. A fresh key is made per call unless you pass one, or `false`. */
+  idempotencyKey?: string | false;
+  /** `X-Provenance: type:id`, appended to the fact's derivedFrom. */
+  provenance?: { type: string; id: string; actor?: string };
+}
+
+interface RequestSpec {
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+function writeHeaders(options: WriteOptions = {}): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (options.idempotencyKey !== false) headers['Idempotency-Key'] = options.idempotencyKey ?? randomUUID();
+  if (options.provenance) {
+    headers['X-Provenance'] = `${options.provenance.type}:${options.provenance.id}`;
+    if (options.provenance.actor) headers['X-Actor'] = options.provenance.actor;
+  }
+  return headers;
+}
+
+export function createClient(options: ClientOptions) {
+  const baseUrl = options.baseUrl.replace(/\/+$/, '');
+  const doFetch = options.fetch ?? fetch;
+
+  async function request<T>(spec: RequestSpec): Promise<T> {
+    const url = new URL(`${baseUrl}${spec.path}`);
+    for (const [key, value] of Object.entries(spec.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    const token = typeof options.token === 'function' ? await options.token() : options.token;
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json', ...spec.headers };
+    if (spec.body !== undefined) headers['content-type'] = 'application/json';
+    const response = await doFetch(url, {
+      method: spec.method,
+      headers,
+      body: spec.body === undefined ? undefined : JSON.stringify(spec.body),
+    });
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (!response.ok) {
+      const envelope = (parsed as { error?: Record<string, unknown> } | undefined)?.error;
+      const requestId = (envelope?.requestId as string | undefined) ?? response.headers.get('x-request-id') ?? undefined;
+      if (envelope && typeof envelope.code === 'string') {
+        const { code, message, ...rest } = envelope;
+        throw new MnemoError(code as ErrorCode, String(message), response.status, requestId, rest);
+      }
+      throw new MnemoError(response.status >= 500 ? 'internal' : 'bad-input', `HTTP ${response.status}`, response.status, requestId, {});
+    }
+    return parsed as T;
+  }
+
+  const factPath = (id: string) => `/v1/memory/facts/${encodeURIComponent(id)}`;
+
+  return {
+    memory: {
+      facts: {
+        write: (input: WriteFactInput, opts?: WriteOptions) =>
+          request<Fact>({ method: 'POST', path: '/v1/memory/facts', body: input, headers: writeHeaders(opts) }),
+        read: (id: string, at: { version?: number; asOf?: string | Date } = {}) =>
+          request<Fact>({
+            method: 'GET',
+            path: factPath(id),
+            query: { version: at.version, asOf: at.asOf instanceof Date ? at.asOf.toISOString() : at.asOf },
+          }),
+        list: (filters: ListInput = {}) =>
+          request<FactList>({
+            method: 'GET',
+            path: '/v1/memory/facts',
+            query: { ...filters, types: filters.types?.join(',') },
+          }),
+        supersede: (id: string, input: SupersedeInput, opts?: WriteOptions) =>
+          request<Fact>({ method: 'POST', path: `${factPath(id)}/supersede`, body: input, headers: writeHeaders(opts) }),
+        verify: (id: string, input: VerifyInput = {}, opts?: WriteOptions) =>
+          request<Fact>({ method: 'POST', path: `${factPath(id)}/verify`, body: input, headers: writeHeaders(opts) }),
+        delete: (id: string, at: { expectVersion?: number } = {}) =>
+          request<Fact>({ method: 'DELETE', path: factPath(id), query: { expectVersion: at.expectVersion } }),
+        revisions: (id: string) => request<{ data: Fact[] }>({ method: 'GET', path: `${factPath(id)}/revisions` }),
+      },
+    },
+  };
+}
+
+export type MnemoClient = ReturnType<typeof createClient>;
