@@ -9,7 +9,7 @@ import type { AppEnv } from './http/context.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
 import { factRoutes } from './http/facts.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
-import { requestId, requestLog } from './http/middleware.ts';
+import { closeAfterRefusedBody, requestId, requestLog } from './http/middleware.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
 import type { Logger } from './log.ts';
 
@@ -28,6 +28,7 @@ export function createApp({ logger, readiness, db, verifyToken }: AppDependencie
 
   app.use('*', requestId());
   app.use('*', requestLog(logger));
+  app.use('*', closeAfterRefusedBody());
 
   app.route('/', healthRoutes(readiness));
 

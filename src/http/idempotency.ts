@@ -34,7 +34,8 @@ function canonical(value: unknown): string {
  * Runs a POST with `Idempotency-Key` semantics (DESIGN §7), per tenant and key, kept 24 h:
  * - the first request runs, and its response is stored in the same transaction as its writes,
  *   so a crash leaves neither the write nor the key;
- * - a repeat with the same body replays the stored response; with another body → 422;
+ * - a repeat by the same caller with the same body replays the stored response; another body,
+ *   or another caller, → 422;
  * - a repeat while the first is still running → 409 (a transaction-scoped advisory lock tells).
  * A domain error (4xx) is stored and replayed like a success, its writes rolled back to a
  * savepoint; an unexpected error (5xx) stores nothing, so the client may retry.
@@ -55,7 +56,11 @@ export async function idempotent(
   if (!KEY_PATTERN.test(key)) {
     throw new AppError('bad-input', 'Idempotency-Key: must be 1 to 255 visible ASCII characters');
   }
-  const requestHash = createHash('sha256').update(`${c.req.method}\n${c.req.path}\n${canonical(body)}`).digest('hex');
+  // The caller is part of the request: a key reused by anyone else in the tenant (or by the same
+  // subject with other grants) is another request (422), never a replay of what it may not see.
+  const requestHash = createHash('sha256')
+    .update(`${c.req.method}\n${c.req.path}\n${canonical(principal)}\n${canonical(body)}`)
+    .digest('hex');
 
   return withTenant(db, principal.tenantId, async (tx) => {
     const [lock] = (await tx.execute(

@@ -31,3 +31,16 @@ export const requestLog =
     if (tenant) fields.tenant = tenant;
     logger.info('request', fields);
   };
+
+/**
+ * A request refused before its body was read (413, 401, …) leaves that body on the socket;
+ * @hono/node-server drains it for a while and then destroys the connection, which a client
+ * reusing the keep-alive connection sees as a hang-up on its next request. Saying
+ * `Connection: close` on error answers to requests with a body makes clients open a fresh one.
+ */
+export const closeAfterRefusedBody = (): MiddlewareHandler<AppEnv> => async (c, next) => {
+  await next();
+  const length = c.req.header('content-length');
+  const hasBody = length !== undefined ? length !== '0' : c.req.header('transfer-encoding') !== undefined;
+  if (c.res.status >= 400 && hasBody) c.header('Connection', 'close');
+};

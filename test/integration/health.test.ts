@@ -76,10 +76,10 @@ describe('health and readiness', () => {
   });
 
   it('answers unknown routes with the error envelope', async () => {
-    const response = await appWith(redis).request('/v1/nowhere', { headers: { 'X-Request-Id': 'nf-1' } });
+    const response = await appWith(redis).request('/nowhere', { headers: { 'X-Request-Id': 'nf-1' } });
     expect(response.status).toBe(404);
     expect(await response.json()).toEqual({
-      error: { code: 'not-found', message: 'No route for GET /v1/nowhere', requestId: 'nf-1' },
+      error: { code: 'not-found', message: 'No route for GET /nowhere', requestId: 'nf-1' },
     });
   });
 
