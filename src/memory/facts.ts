@@ -5,7 +5,7 @@
  */
 import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import { canWrite, type Principal, type Scope, scopeKind, visibleTo } from '../auth/permissions.ts';
+import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
@@ -45,7 +45,7 @@ function scopeOf(row: Pick<FactRow, 'tenantId' | 'orgId' | 'projectId' | 'userId
 }
 
 /** A stored revision as every route returns it. */
-export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId' | Exclude<keyof Scope, never>>, embeddingModel: string | null): Fact {
+export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId'>, embeddingModel: string | null): Fact {
   return {
     id,
     version: row.version,
@@ -105,13 +105,12 @@ function expiry(retention: { keepDays: number | null; keepUntil: Date | null }, 
 
 const toDate = (value: string | undefined) => (value === undefined ? undefined : new Date(value));
 
+/** The fact `id`, if the principal can see it and it is live: the condition of every lookup. */
+const visibleLive = (principal: Principal, id: string) => and(eq(facts.id, id), visibleTo(principal, facts), live());
+
 /** The current row of a fact the principal can see and that is live, locked for update. */
 async function lockVisible(tx: Tx, principal: Principal, id: string): Promise<FactRow> {
-  const [row] = await tx
-    .select()
-    .from(facts)
-    .where(and(eq(facts.id, id), visibleTo(principal, facts), live()))
-    .for('update');
+  const [row] = await tx.select().from(facts).where(visibleLive(principal, id)).for('update');
   if (!row) throw new FactNotFound(id);
   return row;
 }
@@ -210,10 +209,7 @@ export interface ReadOptions {
 
 export async function readFact(ctx: MemoryContext, id: string, options: ReadOptions = {}): Promise<Fact> {
   return inTenantTransaction(ctx, async (tx) => {
-    const [current] = await tx
-      .select({ version: facts.version })
-      .from(facts)
-      .where(and(eq(facts.id, id), visibleTo(ctx.principal, facts), live()));
+    const [current] = await tx.select({ version: facts.version }).from(facts).where(visibleLive(ctx.principal, id));
     if (!current) throw new FactNotFound(id);
 
     const at =
@@ -324,9 +320,7 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
   return rows.map(({ at_time: { embeddingModel, ...row } }) => toFact(row.factId, row, embeddingModel));
 }
 
-export interface SupersedeOptions extends WriteOptions {}
-
-export async function supersedeFact(ctx: MemoryContext, id: string, body: SupersedeBody, options: SupersedeOptions = {}): Promise<Fact> {
+export async function supersedeFact(ctx: MemoryContext, id: string, body: SupersedeBody, options: WriteOptions = {}): Promise<Fact> {
   const { principal } = ctx;
   return inTenantTransaction(ctx, async (tx) => {
     const current = await lockVisible(tx, principal, id);
@@ -402,10 +396,7 @@ export async function deleteFact(ctx: MemoryContext, id: string, options: Delete
 
 export async function listRevisions(ctx: MemoryContext, id: string): Promise<{ data: Fact[] }> {
   return inTenantTransaction(ctx, async (tx) => {
-    const [current] = await tx
-      .select({ id: facts.id })
-      .from(facts)
-      .where(and(eq(facts.id, id), visibleTo(ctx.principal, facts), live()));
+    const [current] = await tx.select({ id: facts.id }).from(facts).where(visibleLive(ctx.principal, id));
     if (!current) throw new FactNotFound(id);
     const rows = await tx
       .select({ row: factRevisions, embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version) })
