@@ -3,12 +3,13 @@
  * one transaction for the principal's tenant; who-sees-what is a SQL condition of every query
  * (`visibleTo`), and the write rules are checked before anything is written.
  */
-import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gt, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
+import { live, typeIn, validAt } from './conditions.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
 import { type MemoryContext, inTenantTransaction } from './context.ts';
@@ -87,10 +88,6 @@ const embeddingModelOf = (factId: AnyPgColumn, version: AnyPgColumn) => sql<stri
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
-
-/** Not deleted, erased or swept, and not past its expiry. */
-const live = (at: SQL = sql`now()`) =>
-  and(isNull(facts.invalidatedAt), or(isNull(facts.expiresAt), gt(facts.expiresAt, at)))!;
 
 /** The database's clock, read after any row lock, so revisions of a fact are recorded in order. */
 async function clock(tx: Tx): Promise<Date> {
@@ -252,9 +249,7 @@ type FilterColumns = Pick<
 
 /** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
 function filters(columns: FilterColumns, query: ListQuery): SQL[] {
-  const conditions: SQL[] = [];
-  if (query.type !== undefined) conditions.push(eq(columns.type, query.type));
-  if (query.types !== undefined) conditions.push(inArray(columns.type, query.types));
+  const conditions: SQL[] = typeIn(columns.type, query.type, query.types);
   for (const key of ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const) {
     const value = query[key];
     if (value !== undefined) conditions.push(eq(columns[key], value));
@@ -265,11 +260,7 @@ function filters(columns: FilterColumns, query: ListQuery): SQL[] {
     const subject = JSON.stringify([{ kind: query.subjectKind, id: query.subjectId }]);
     conditions.push(sql`${columns.subjects} @> ${subject}::jsonb`);
   }
-  if (query.validAt !== undefined) {
-    const at = new Date(query.validAt);
-    conditions.push(or(isNull(columns.validFrom), lte(columns.validFrom, at))!);
-    conditions.push(or(isNull(columns.validUntil), gt(columns.validUntil, at), eq(columns.validUntil, at))!);
-  }
+  if (query.validAt !== undefined) conditions.push(validAt(columns, new Date(query.validAt)));
   return conditions;
 }
 

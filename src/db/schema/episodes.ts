@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import { check, index, jsonb, pgTable, primaryKey, text, uuid } from 'drizzle-orm/pg-core';
 import { oneOf, tenantId, timestamptz } from '../columns.ts';
 import { jobStatuses } from './lifecycle.ts';

@@ -121,15 +121,18 @@ export const facts = pgTable(
     id: uuid('id').notNull(),
     ...revisionColumns(),
     /**
-     * Full-text document: the type split on `.`, `_` and `-` (so `acme.preference` matches
-     * "preference") plus every string inside `content`. Generated, so it can never drift
-     * from the content, and it empties itself when content is purged.
+     * Full-text document, defined once in SQL by `mnemo_search_document(type, content)`: the
+     * type split on `.`, `_` and `-` (so `acme.preference` matches "preference") plus every
+     * string inside `content`. Generated, so it can never drift from the content, and it
+     * empties itself when content is purged.
      */
     searchVector: tsvector('search_vector')
       .notNull()
-      .generatedAlwaysAs(
-        sql`to_tsvector('english'::regconfig, translate(type, '._-', '   ')) || jsonb_to_tsvector('english'::regconfig, coalesce(content, '{}'::jsonb), '["string"]'::jsonb)`,
-      ),
+      .generatedAlwaysAs(sql`mnemo_search_document(type, content)`),
+    /** Tokens in the document (BM25's document length), from the same definition. */
+    searchLength: integer('search_length')
+      .notNull()
+      .generatedAlwaysAs(sql`mnemo_token_count(mnemo_search_document(type, content))`),
   },
   (t) => [
     primaryKey({ name: 'facts_pkey', columns: [t.tenantId, t.id] }),
