@@ -8,22 +8,33 @@ import { authenticate } from './http/auth.ts';
 import type { AppEnv } from './http/context.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
 import { factRoutes } from './http/facts.ts';
+import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { closeAfterRefusedBody, requestId, requestLog } from './http/middleware.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
 import type { Logger } from './log.ts';
+import type { QueryEmbedder } from './memory/retrieve.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** Search by meaning, when this runtime has embeddings. */
+export interface EmbeddingServices {
+  embedder: QueryEmbedder;
+  /** Queues vectors for a fact just written (after its commit). Never fails the request. */
+  schedule(tenantId: string, fact: { id: string; version: number }): Promise<void>;
+  configured: { model: string; endpoint: string };
+}
 
 export interface AppDependencies {
   logger: Logger;
   readiness: ReadinessProbe;
   db: Db;
   verifyToken: TokenVerifier;
+  embeddings?: EmbeddingServices | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
 
   app.use('*', requestId());
@@ -40,7 +51,8 @@ export function createApp({ logger, readiness, db, verifyToken }: AppDependencie
     }),
   );
   app.use('/v1/*', authenticate(verifyToken));
-  app.route('/', factRoutes(db));
+  app.route('/', factRoutes(db, embeddings?.schedule));
+  app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured }));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
   app.doc31('/openapi.json', openApiInfo);

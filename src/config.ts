@@ -59,6 +59,10 @@ const environmentSchema = z
     KINDGI_MEMORY_EMBEDDINGS_URL: optionalUrl(httpUrl),
     KINDGI_MEMORY_EMBEDDINGS_MODEL: optionalText,
     KINDGI_MEMORY_EMBEDDINGS_API_KEY: optionalText,
+    KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: z.preprocess(
+      (value) => (value === undefined || value === '' ? 64 : value),
+      z.coerce.number().int('must be a whole number').min(1, 'must be between 1 and 2048').max(2048, 'must be between 1 and 2048'),
+    ),
     LOG_LEVEL: z.preprocess(
       (value) => (value === undefined || value === '' ? 'info' : value),
       z.enum(['debug', 'info', 'warn', 'error'], { message: 'must be debug, info, warn or error' }),
@@ -66,6 +70,14 @@ const environmentSchema = z
     MNEMO_QUEUE_PREFIX: z.preprocess(
       (value) => (value === undefined || value === '' ? 'mnemo' : value),
       z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ -'),
+    ),
+    MNEMO_RECONCILE_EVERY_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 30_000 : value),
+      z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
+    ),
+    MNEMO_JOB_LOCK_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 30_000 : value),
+      z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
     ),
     MNEMO_SHUTDOWN_TIMEOUT_MS: z.preprocess(
       (value) => (value === undefined || value === '' ? 10_000 : value),
@@ -97,10 +109,14 @@ export interface Config {
   };
   embeddings:
     | { kind: 'none' }
-    | { kind: 'openai-compat'; url: string; model: string; apiKey: string | undefined };
+    | { kind: 'openai-compat'; url: string; model: string; apiKey: string | undefined; batchSize: number };
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** BullMQ key prefix in Redis, so several deployments can share one Redis. */
   queuePrefix: string;
+  /** How often the reconciler runs. */
+  reconcileEveryMs: number;
+  /** How long a worker holds a job before BullMQ deems it stalled (its worker died) and runs it again. */
+  jobLockMs: number;
   /** How long shutdown may take before the process exits anyway. */
   shutdownTimeoutMs: number;
 }
@@ -163,10 +179,13 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
             url: e.KINDGI_MEMORY_EMBEDDINGS_URL!,
             model: e.KINDGI_MEMORY_EMBEDDINGS_MODEL!,
             apiKey: e.KINDGI_MEMORY_EMBEDDINGS_API_KEY,
+            batchSize: e.KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE,
           }
         : { kind: 'none' },
     logLevel: e.LOG_LEVEL,
     queuePrefix: e.MNEMO_QUEUE_PREFIX,
+    reconcileEveryMs: e.MNEMO_RECONCILE_EVERY_MS,
+    jobLockMs: e.MNEMO_JOB_LOCK_MS,
     shutdownTimeoutMs: e.MNEMO_SHUTDOWN_TIMEOUT_MS,
   };
 }

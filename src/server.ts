@@ -4,12 +4,16 @@
  * then closes Redis and Postgres.
  */
 import { serve } from '@hono/node-server';
-import { createApp } from './app.ts';
+import type { Redis } from 'ioredis';
+import { createApp, type EmbeddingServices } from './app.ts';
 import { createTokenVerifier } from './auth/verify.ts';
-import { describeSearch, loadConfig } from './config.ts';
+import { type Config, describeSearch, loadConfig } from './config.ts';
 import { assertRestrictedRole, connect } from './db/client.ts';
+import { createEmbeddingProviders } from './embeddings/registry.ts';
+import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
+import { closeQueues, createQueues, embedQueue } from './jobs/queues.ts';
 import { createRedis } from './jobs/redis.ts';
-import { createLogger } from './log.ts';
+import { createLogger, type Logger } from './log.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 
 async function main(): Promise<void> {
@@ -20,9 +24,12 @@ async function main(): Promise<void> {
   const redis = createRedis(config.redisUrl, 'producer');
   redis.on('error', (error) => logger.warn('redis connection error', { error: error.message }));
 
+  const embeddings = embeddingServices(config, redis, logger);
+
   let accepting = true;
   const app = createApp({
     logger,
+    embeddings: embeddings?.services,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {
@@ -45,9 +52,32 @@ async function main(): Promise<void> {
     const closed = new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
     if ('closeIdleConnections' in server) server.closeIdleConnections();
     await closed;
+    if (embeddings) await closeQueues(embeddings.queues);
     await redis.quit().catch(() => {});
     await database.close();
   });
+}
+
+/** Search by meaning and the queueing of new vectors, when KINDGI_MEMORY_EMBEDDINGS is on. */
+function embeddingServices(config: Config, redis: Redis, logger: Logger) {
+  if (config.embeddings.kind !== 'openai-compat') return undefined;
+  const providers = createEmbeddingProviders(config.embeddings, logger);
+  const queues = createQueues(redis, [embedQueue], config.queuePrefix);
+  const services: EmbeddingServices = {
+    embedder: {
+      embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]!,
+    },
+    schedule: async (tenantId, fact) => {
+      // Redis being away delays the vector, never the write (nor its answer, past a second):
+      // the reconciler finds the fact later.
+      const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('Redis did not answer in 1 s')), 1000).unref());
+      await Promise.race([scheduleEmbedding(queues, tenantId, [fact]), timeout]).catch((error: unknown) =>
+        logger.warn('could not queue embedding; the reconciler will', { tenantId, factId: fact.id, error: String(error) }),
+      );
+    },
+    configured: { model: config.embeddings.model, endpoint: config.embeddings.url },
+  };
+  return { services, queues };
 }
 
 main().catch(exitOnStartupFailure('api'));

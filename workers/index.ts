@@ -8,11 +8,10 @@ import { assertRestrictedRole, connect } from '../src/db/client.ts';
 import { closeQueues, createQueues, queueDefinitions, reconcileQueue } from '../src/jobs/queues.ts';
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
+import { createEmbeddingProviders } from '../src/embeddings/registry.ts';
 import { createLogger } from '../src/log.ts';
 import { exitOnStartupFailure, onShutdown } from '../src/shutdown.ts';
 import { createHandlerRegistry } from './registry.ts';
-
-const RECONCILE_EVERY_MS = 30_000;
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env, 'worker');
@@ -23,7 +22,13 @@ async function main(): Promise<void> {
   const producer = createRedis(config.redisUrl, 'producer');
   const connection = createRedis(config.redisUrl, 'worker');
   const queues = createQueues(producer, queueDefinitions, config.queuePrefix);
-  const registry = createHandlerRegistry({ db: database.db, queues });
+  const providers = config.embeddings.kind === 'openai-compat' ? createEmbeddingProviders(config.embeddings, logger) : undefined;
+  const registry = createHandlerRegistry({
+    db: database.db,
+    queues,
+    providers,
+    embedBatch: config.embeddings.kind === 'openai-compat' ? config.embeddings.batchSize : undefined,
+  });
   const workers = startWorkers({
     definitions: queueDefinitions,
     registry,
@@ -31,14 +36,18 @@ async function main(): Promise<void> {
     prefix: config.queuePrefix,
     db: database.db,
     logger,
+    lockMs: config.jobLockMs,
   });
 
-  await queues.get(reconcileQueue.name)!.upsertJobScheduler(
-    'reconcile-outbox',
-    { every: RECONCILE_EVERY_MS },
-    { name: reconcileQueue.name, data: { payload: {} } },
-  );
-  logger.info('worker started', { queues: queueDefinitions.map((d) => d.name), prefix: config.queuePrefix });
+  const reconcile = queues.get(reconcileQueue.name)!;
+  await reconcile.upsertJobScheduler('reconcile', { every: config.reconcileEveryMs }, { name: reconcileQueue.name, data: { payload: {} } });
+  // A pass now, too: whatever Redis lost while no worker ran is found without waiting a period.
+  await reconcile.add(reconcileQueue.name, { payload: {} });
+  logger.info('worker started', {
+    queues: queueDefinitions.map((d) => d.name),
+    prefix: config.queuePrefix,
+    embeddings: providers ? providers.configured.describe : 'off',
+  });
 
   onShutdown('worker', logger, config.shutdownTimeoutMs, async () => {
     // close() waits for the jobs that are running; no new ones are taken meanwhile.

@@ -1,16 +1,21 @@
 import type { Db } from '../src/db/client.ts';
 import { withTenant } from '../src/db/client.ts';
 import { eachTenant } from '../src/db/tenants.ts';
+import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
+import { ensureConfiguredModel, factsNeedingEmbedding, listModels, servingModel } from '../src/memory/embeddings.ts';
 import { dispatchOutbox, pendingOutbox } from '../src/jobs/outbox.ts';
+import { scheduleBackfill, scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';
 import type { Queues } from '../src/jobs/queues.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
 
 export interface ReconcileDeps {
   db: Db;
   queues: Queues;
+  /** When this deployment embeds: the configured model, and the batch size of embed jobs. */
+  embeddings?: { batch: number; configured: EmbeddingProvider } | undefined;
   /** Rows younger than this were just dispatched by the request that wrote them; leave them. */
   graceMs?: number;
-  /** Most rows re-enqueued per tenant per run, so one backlog cannot starve other tenants. */
+  /** Most rows (or facts) re-enqueued per tenant per run, so one backlog cannot starve other tenants. */
   batchPerTenant?: number;
 }
 
@@ -18,17 +23,25 @@ export interface ReconcileResult {
   tenants: number;
   enqueued: number;
   skipped: number;
+  embedJobs: number;
 }
 
 /**
- * Visits every tenant under its own RLS setting and re-enqueues its outbox rows that are not
- * done. Safe to run any time: the BullMQ job id is the outbox id, so a job that is still queued
- * is not doubled.
+ * Visits every tenant under its own RLS setting and re-enqueues what Redis may have lost: outbox
+ * rows not done, and facts whose vector for the serving model is missing or stale. It also keeps
+ * a model switch going. Safe to run any time: job ids are deterministic.
  */
-export function reconcileHandler({ db, queues, graceMs = 30_000, batchPerTenant = 1000 }: ReconcileDeps): JobHandler<object> {
+export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, batchPerTenant = 1000 }: ReconcileDeps): JobHandler<object> {
   return async (_payload, { logger }) => {
-    const result: ReconcileResult = { tenants: 0, enqueued: 0, skipped: 0 };
+    const result: ReconcileResult = { tenants: 0, enqueued: 0, skipped: 0, embedJobs: 0 };
     const olderThan = new Date(Date.now() - graceMs);
+    if (embeddings) {
+      // Registers a newly configured model (starting its backfill) once the endpoint answers.
+      await ensureConfiguredModel(db, embeddings.configured).catch((error: unknown) =>
+        logger.warn('embedding model not registered yet', { error: error instanceof Error ? error.message : String(error) }),
+      );
+    }
+    const serving = embeddings ? await servingModel(db) : null;
     const tenantIds: string[] = [];
     for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
     for (const tenantId of tenantIds) {
@@ -37,8 +50,26 @@ export function reconcileHandler({ db, queues, graceMs = 30_000, batchPerTenant 
       result.tenants++;
       result.enqueued += enqueued;
       result.skipped += skipped;
+      if (serving && embeddings) result.embedJobs += await enqueueMissingEmbeddings(tenantId, serving.model, embeddings.batch);
     }
-    if (result.enqueued > 0 || result.skipped > 0) logger.info('reconciled outbox', { ...result });
+    if (embeddings) {
+      const backfilling = (await listModels(db)).find((m) => m.state === 'backfilling' && m.model !== serving?.model);
+      if (backfilling) {
+        await scheduleBackfill(queues, backfilling.model);
+      }
+    }
+    if (result.enqueued > 0 || result.skipped > 0 || result.embedJobs > 0) logger.info('reconciled', { ...result });
     return result;
   };
+
+  async function enqueueMissingEmbeddings(tenantId: string, model: string, batch: number): Promise<number> {
+    const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, model, batchPerTenant));
+    let jobs = 0;
+    for (let i = 0; i < pending.length; i += batch) {
+      const chunk = pending.slice(i, i + batch);
+      const added = await scheduleEmbedding(queues, tenantId, chunk);
+      if (added !== 'exists') jobs++;
+    }
+    return jobs;
+  }
 }

@@ -1,16 +1,28 @@
 import type { Db } from '../src/db/client.ts';
-import { reconcileQueue, type Queues } from '../src/jobs/queues.ts';
+import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
+import { embedQueue, type Queues, reconcileQueue, reembedQueue } from '../src/jobs/queues.ts';
 import type { HandlerRegistry } from '../src/jobs/worker.ts';
+import { embedHandler } from './embed.ts';
 import { reconcileHandler } from './reconcile.ts';
+import { reembedHandler } from './reembed.ts';
 
 export interface WorkerDeps {
   db: Db;
   queues: Queues;
+  /** Absent when this deployment has no embeddings. */
+  providers?: EmbeddingProviders | undefined;
+  embedBatch?: number;
 }
 
 /** The handler of every queue, by name. The worker checks it against the queue list at startup. */
-export function createHandlerRegistry(deps: WorkerDeps): HandlerRegistry {
+export function createHandlerRegistry({ db, queues, providers, embedBatch = 64 }: WorkerDeps): HandlerRegistry {
   return {
-    [reconcileQueue.name]: reconcileHandler(deps),
+    [reconcileQueue.name]: reconcileHandler({
+      db,
+      queues,
+      embeddings: providers ? { batch: embedBatch, configured: providers.configured } : undefined,
+    }),
+    [embedQueue.name]: embedHandler({ db, providers }),
+    [reembedQueue.name]: reembedHandler({ db, providers, batch: embedBatch }),
   };
 }

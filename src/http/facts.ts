@@ -143,8 +143,14 @@ const revisionsRoute = createRoute({
 });
 
 /** The facts routes: each parses, authorises via the principal, calls one domain verb. */
-export function factRoutes(db: Db) {
+export function factRoutes(db: Db, scheduleEmbedding?: (tenantId: string, fact: { id: string; version: number }) => Promise<void>) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+  /** New content wants a vector: queued once the write has committed (a replay queues nothing). */
+  const afterWrite = async (c: Context<AppEnv>, outcome: Outcome) => {
+    if (!scheduleEmbedding || outcome.replayed || outcome.status >= 300) return;
+    const fact = JSON.parse(outcome.body) as { id: string; version: number };
+    await scheduleEmbedding(principalOf(c).tenantId, fact);
+  };
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(writeRoute, async (c) => {
@@ -154,6 +160,7 @@ export function factRoutes(db: Db) {
         status: 201,
         body: await writeFact({ ...ctx(c), tx }, body, { provenance }),
       }));
+      await afterWrite(c, outcome);
       return send(c, outcome);
     })
     .openapi(listRoute, async (c) => c.json(await listFacts(ctx(c), c.req.valid('query')), 200))
@@ -169,6 +176,7 @@ export function factRoutes(db: Db) {
         status: 200,
         body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance }),
       }));
+      await afterWrite(c, outcome);
       return send(c, outcome);
     })
     .openapi(verifyRoute, async (c) => {

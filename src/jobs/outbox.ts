@@ -3,7 +3,7 @@ import type { Db, Tx } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
 import { outbox } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
-import type { JobData, Queues } from './queues.ts';
+import { enqueueUnique, type JobData, type Queues } from './queues.ts';
 
 export interface OutboxRow {
   tenantId: string;
@@ -43,7 +43,7 @@ export async function dispatchOutbox(queues: Queues, rows: readonly OutboxRow[])
       continue;
     }
     const data: JobData = { payload: row.payload, outbox: { tenantId: row.tenantId, id: row.id } };
-    await queue.add(row.queue, data, { jobId: outboxJobId(row.id) });
+    await enqueueUnique(queue, data, outboxJobId(row.id));
     enqueued++;
   }
   return { enqueued, skipped };

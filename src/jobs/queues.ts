@@ -35,12 +35,43 @@ export const reconcileQueue = defineQueue({
   jobOptions: { attempts: 1, ...keepFinished },
 });
 
+/** embed: vectors for the current version of up to a batch of one tenant's facts, for every model in use. */
+export const embedQueue = defineQueue({
+  name: 'embed',
+  payload: z.strictObject({ tenantId: z.string().min(1).max(128), factIds: z.array(z.uuid()).min(1).max(2048) }),
+  // The endpoint may be down for a while: back off up to ~10 minutes, then the reconciler takes over.
+  jobOptions: { attempts: 10, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } },
+});
+
+/** reembed: backfills a new model over every tenant, then switches search to it (DESIGN §9). */
+export const reembedQueue = defineQueue({
+  name: 'reembed',
+  payload: z.strictObject({ model: z.string().min(1).max(200) }),
+  jobOptions: { attempts: 20, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
+});
+
 /**
  * The queues this build runs. The worker refuses to start unless each has a handler.
- * embed, reembed, report, retention and erasure (DESIGN §9) join as their features land.
+ * report, retention and erasure (DESIGN §9) join as their features land.
  */
-export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue];
+export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue];
 
+/**
+ * Adds a job under a deterministic id, so the same work is never queued twice. BullMQ ignores an
+ * add whose id exists; if that job has failed for good, it is retried instead, so work handed in
+ * again after an outage is not silently dropped.
+ */
+export async function enqueueUnique(queue: Queue<JobData>, data: JobData, jobId: string): Promise<'added' | 'retried' | 'exists'> {
+  const existing = await queue.getJob(jobId);
+  if (existing) {
+    if (!(await existing.isFailed())) return 'exists';
+    await existing.retry('failed');
+    return 'retried';
+  }
+  // Two callers racing past the check both add; BullMQ keeps one job for the id.
+  await queue.add(queue.name, data, { jobId });
+  return 'added';
+}
 /** Producer handles for enqueueing, by queue name. */
 export type Queues = ReadonlyMap<string, Queue<JobData>>;
 

@@ -67,6 +67,8 @@ export interface StartWorkersOptions {
   db: Db;
   logger: Logger;
   concurrency?: number;
+  /** BullMQ's lock on a running job; a job whose worker died is run again once it lapses. */
+  lockMs?: number;
 }
 
 /** Starts one BullMQ worker per queue, after checking the registry; nothing starts if it fails. */
@@ -76,7 +78,12 @@ export function startWorkers(options: StartWorkersOptions): Worker<JobData>[] {
     const worker = new Worker<JobData>(
       definition.name,
       createProcessor(definition, options.registry[definition.name]!, options),
-      { connection: options.connection, prefix: options.prefix, concurrency: options.concurrency ?? 5 },
+      {
+        connection: options.connection,
+        prefix: options.prefix,
+        concurrency: options.concurrency ?? 5,
+        ...(options.lockMs ? { lockDuration: options.lockMs, stalledInterval: options.lockMs } : {}),
+      },
     );
     worker.on('error', (error) => options.logger.error('worker error', { queue: definition.name, error }));
     return worker;

@@ -3,7 +3,7 @@
  * one transaction for the principal's tenant; who-sees-what is a SQL condition of every query
  * (`visibleTo`), and the write rules are checked before anything is written.
  */
-import { and, desc, eq, getTableColumns, gt, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
@@ -11,6 +11,7 @@ import { factRevisions, facts } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { live, typeIn, validAt } from './conditions.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { carryEmbeddings } from './embeddings.ts';
 import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
 import { type MemoryContext, inTenantTransaction } from './context.ts';
 import { uuidv7 } from './ids.ts';
@@ -80,7 +81,7 @@ export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId'>
  * The active embedding model, when it has embedded exactly this revision; null otherwise
  * (no embeddings configured, not embedded yet, or embedded at another version).
  */
-const embeddingModelOf = (factId: AnyPgColumn, version: AnyPgColumn) => sql<string | null>`(
+const embeddingModelOf = (factId: AnyPgColumn | SQL, version: AnyPgColumn | SQL) => sql<string | null>`(
   select e.model from fact_embeddings e
   join embedding_models m on m.model = e.model and m.state = 'active'
   where e.tenant_id = mnemo_current_tenant() and e.fact_id = ${factId} and e.version = ${version}
@@ -132,7 +133,17 @@ async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBod
   const revision: RevisionBody = { ...body, ...next, version: current.version + 1 };
   await tx.update(facts).set(revision).where(eq(facts.id, id));
   await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });
-  return toFact(id, { ...revision, tenantId }, null);
+  // Same text, same vectors: carried to the new version rather than computed again.
+  const unchanged = JSON.stringify(revision.content) === JSON.stringify(current.content);
+  if (unchanged) await carryEmbeddings(tx, id, current.version, revision.version);
+  return toFact(id, { ...revision, tenantId }, unchanged ? await embeddingModelNow(tx, id, revision.version) : null);
+}
+
+async function embeddingModelNow(tx: Tx, id: string, version: number): Promise<string | null> {
+  const [row] = (await tx.execute(sql`select ${embeddingModelOf(sql`${id}::uuid`, sql`${version}::int`)} as model`)) as unknown as [
+    { model: string | null },
+  ];
+  return row?.model ?? null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,6 +208,19 @@ export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options
     await tx.insert(factRevisions).values({ ...revision, tenantId: principal.tenantId, factId: id });
     return toFact(id, { ...revision, tenantId: principal.tenantId }, null);
   });
+}
+
+/**
+ * The current revisions of facts by id, in one query, as the wire shape. For ids a search has
+ * already found: the search applied visibility and liveness.
+ */
+export async function factsByIds(tx: Tx, ids: readonly string[]): Promise<Map<string, Fact>> {
+  if (ids.length === 0) return new Map();
+  const rows = await tx
+    .select({ row: facts, embeddingModel: embeddingModelOf(facts.id, facts.version) })
+    .from(facts)
+    .where(inArray(facts.id, [...ids]));
+  return new Map(rows.map(({ row, embeddingModel }) => [row.id, toFact(row.id, row, embeddingModel)]));
 }
 
 export interface ReadOptions {

@@ -220,3 +220,78 @@ export type FactList = z.infer<typeof FactListSchema>;
 export type ListQuery = z.infer<typeof ListQuerySchema>;
 export type ProvenanceRef = z.infer<typeof ProvenanceRefSchema>;
 export type ScopeInput = z.infer<typeof ScopeInputSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Retrieval (DESIGN §5)
+
+export const RETRIEVE_LIMIT_DEFAULT = 10;
+export const RETRIEVE_LIMIT_MAX = 100;
+export const QUERY_MAX_CHARS = 4000;
+
+export const retrievalModes = ['list', 'keyword', 'semantic', 'both'] as const;
+export type RetrievalMode = (typeof retrievalModes)[number];
+
+const retrievalFilters = {
+  type: FactTypeSchema.optional(),
+  types: z.array(FactTypeSchema).min(1).max(50, 'at most 50 types').optional(),
+  scope: ScopeInputSchema.optional(),
+  limit: z.number().int().min(1, 'must be at least 1').max(RETRIEVE_LIMIT_MAX, `must be at most ${RETRIEVE_LIMIT_MAX}`).optional(),
+  validAt: TimestampSchema.optional(),
+};
+
+const QuerySchema = z.string().trim().min(1, 'must not be empty').max(QUERY_MAX_CHARS, `must be at most ${QUERY_MAX_CHARS} characters`);
+
+const needsQuery = (body: { mode?: RetrievalMode | undefined; query?: string | undefined }) =>
+  body.mode === 'list' || body.query !== undefined;
+
+export const RetrieveBodySchema = z
+  .strictObject({
+    mode: z.enum(retrievalModes).optional(),
+    query: QuerySchema.optional(),
+    ...retrievalFilters,
+    weights: z
+      .strictObject({ keyword: z.number().min(0).max(100).optional(), semantic: z.number().min(0).max(100).optional() })
+      .optional(),
+  })
+  .refine(needsQuery, { message: 'is required unless mode is "list"', path: ['query'] })
+  .openapi('RetrieveBody');
+
+export const JournalSchema = z
+  .object({
+    mode: z.enum(retrievalModes),
+    degraded: z.enum(['no-embeddings', 'embeddings-unavailable', 'embeddings-pending']).optional(),
+    embeddingModel: z.string().optional(),
+    tookMs: z.number(),
+  })
+  .openapi('Journal');
+
+export const RetrieveResultSchema = z
+  .object({
+    results: z.array(z.object({ fact: FactSchema, score: z.number().nullable() })),
+    journal: JournalSchema,
+  })
+  .openapi('RetrieveResult');
+
+export const ContextBodySchema = z
+  .strictObject({
+    query: QuerySchema,
+    mode: z.enum(retrievalModes).optional(),
+    ...retrievalFilters,
+    instructionTypes: z.array(FactTypeSchema).max(50, 'at most 50 types').optional(),
+  })
+  .openapi('ContextBody');
+
+export const ContextResultSchema = z
+  .object({
+    system: z.string(),
+    messages: z.array(z.object({ role: z.literal('user'), content: z.string() })),
+    factIds: z.array(z.uuid()),
+    journal: JournalSchema,
+  })
+  .openapi('ContextResult');
+
+export type RetrieveBody = z.infer<typeof RetrieveBodySchema>;
+export type RetrieveResult = z.infer<typeof RetrieveResultSchema>;
+export type Journal = z.infer<typeof JournalSchema>;
+export type ContextBody = z.infer<typeof ContextBodySchema>;
+export type ContextResult = z.infer<typeof ContextResultSchema>;

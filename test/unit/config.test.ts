@@ -29,6 +29,8 @@ describe('loadConfig', () => {
       embeddings: { kind: 'none' },
       logLevel: 'info',
       queuePrefix: 'mnemo',
+      reconcileEveryMs: 30_000,
+      jobLockMs: 30_000,
       shutdownTimeoutMs: 10_000,
     });
   });
@@ -48,6 +50,7 @@ describe('loadConfig', () => {
       url: 'http://127.0.0.1:11434/v1',
       model: 'nomic-embed-text',
       apiKey: undefined,
+      batchSize: 64,
     });
     expect(describeSearch(config)).toBe(
       'Memory search: keyword and by meaning (openai-compat nomic-embed-text at http://127.0.0.1:11434/v1)',

@@ -1,0 +1,88 @@
+import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Db } from '../db/client.ts';
+import { withTenant } from '../db/client.ts';
+import { coverage, listModels } from '../memory/embeddings.ts';
+import { PermissionDenied } from '../memory/errors.ts';
+import { buildContext } from '../memory/prompt.ts';
+import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
+import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';
+import { principalOf } from './auth.ts';
+import type { AppEnv } from './context.ts';
+import { errorResponses } from './openapi.ts';
+import { validationHook } from './validation.ts';
+
+const tags = ['retrieval'];
+const security = [{ bearer: [] }];
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ content: { 'application/json': { schema } }, description });
+
+const retrieveRoute = createRoute({
+  method: 'post',
+  path: '/v1/memory/retrieve',
+  tags,
+  security,
+  summary: 'Find facts by keyword, by meaning, or both',
+  request: { body: { ...json(RetrieveBodySchema, 'What to find'), required: true } },
+  responses: { 200: json(RetrieveResultSchema, 'Facts with scores, and what the search did'), ...errorResponses },
+});
+
+const contextRoute = createRoute({
+  method: 'post',
+  path: '/v1/memory/context',
+  tags,
+  security,
+  summary: 'What a runtime puts in front of a model: the <memory> block and the system line',
+  request: { body: { ...json(ContextBodySchema, 'What the model is about to be asked'), required: true } },
+  responses: { 200: json(ContextResultSchema, 'System text, one user message, fact ids'), ...errorResponses },
+});
+
+const EmbeddingStatusSchema = z
+  .object({
+    configured: z.object({ model: z.string(), endpoint: z.string() }).nullable(),
+    models: z.array(
+      z.object({
+        model: z.string(),
+        dims: z.number().int(),
+        state: z.enum(['backfilling', 'active']),
+        live: z.number().int(),
+        embedded: z.number().int(),
+        backlog: z.number().int(),
+      }),
+    ),
+  })
+  .openapi('EmbeddingStatus');
+
+const embeddingsRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/embeddings',
+  tags,
+  security,
+  summary: "The tenant's embedding coverage: active model, backfill progress, backlog (admin)",
+  responses: { 200: json(EmbeddingStatusSchema, 'Per model in use: live facts, embedded, backlog'), ...errorResponses },
+});
+
+export interface RetrievalDeps {
+  db: Db;
+  embedder: QueryEmbedder | undefined;
+  configured: { model: string; endpoint: string } | undefined;
+}
+
+export function retrievalRoutes({ db, embedder, configured }: RetrievalDeps) {
+  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c), embedder });
+  return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
+    .openapi(retrieveRoute, async (c) => c.json(await retrieve(ctx(c), c.req.valid('json')), 200))
+    .openapi(contextRoute, async (c) => c.json(await buildContext(ctx(c), c.req.valid('json')), 200))
+    .openapi(embeddingsRoute, async (c) => {
+      const principal = principalOf(c);
+      if (principal.role !== 'admin') throw new PermissionDenied('Embedding status is for tenant admins');
+      const models = await withTenant(db, principal.tenantId, async (tx) =>
+        Promise.all(
+          (await listModels(tx)).map(async (m) => {
+            const { live, embedded } = await coverage(tx, m.model);
+            return { model: m.model, dims: m.dims, state: m.state as 'backfilling' | 'active', live, embedded, backlog: live - embedded };
+          }),
+        ),
+      );
+      return c.json({ configured: configured ?? null, models }, 200);
+    });
+}

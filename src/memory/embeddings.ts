@@ -1,0 +1,229 @@
+/**
+ * The database side of embeddings (DESIGN §8, §9): which model serves semantic search, which
+ * facts still need a vector, storing vectors, and the blue-green switch to a new model.
+ *
+ * "Needs embedding" is not a flag to keep in step: a live fact at version v needs a vector for
+ * model m exactly when `fact_embeddings` has none for (fact, m) at version v. Every write bumps
+ * the version in its own transaction, so the need is recorded atomically with the write, and the
+ * reconciler can always find it again, whatever Redis lost.
+ */
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { Db, Tx } from '../db/client.ts';
+import { withTenant } from '../db/client.ts';
+import { embeddingModels, factEmbeddings, facts } from '../db/schema.ts';
+import { eachTenant } from '../db/tenants.ts';
+import { type EmbeddingProvider, embeddingText } from '../embeddings/provider.ts';
+import { live } from './conditions.ts';
+
+export interface ModelInfo {
+  model: string;
+  dims: number;
+  state: 'backfilling' | 'active' | 'retired';
+}
+
+export async function listModels(db: Db | Tx): Promise<ModelInfo[]> {
+  return db
+    .select({ model: embeddingModels.model, dims: embeddingModels.dims, state: embeddingModels.state })
+    .from(embeddingModels)
+    .where(inArray(embeddingModels.state, ['active', 'backfilling']));
+}
+
+/**
+ * The model semantic search serves from: the active one; before any model was ever active (the
+ * very first model, still embedding), the backfilling one.
+ */
+export async function servingModel(db: Db | Tx): Promise<ModelInfo | null> {
+  const models = await listModels(db);
+  return models.find((m) => m.state === 'active') ?? models.find((m) => m.state === 'backfilling') ?? null;
+}
+
+/**
+ * Makes the configured model known. A model the database has never used starts `backfilling`
+ * when another is active (search keeps serving the old one until the switch), else `active`.
+ * Its HNSW index is created now, while it has no vectors. Returns the model's state.
+ */
+export async function registerModel(db: Db, model: string, dims: number): Promise<ModelInfo> {
+  const info = await db.transaction(async (tx) => {
+    // One registration at a time, whichever worker starts first.
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext('mnemo.register_model'))`);
+    const [existing] = await tx.select().from(embeddingModels).where(eq(embeddingModels.model, model));
+    if (existing && existing.state !== 'retired') {
+      return { model, dims: existing.dims, state: existing.state };
+    }
+    const [active] = await tx.select().from(embeddingModels).where(eq(embeddingModels.state, 'active'));
+    const state = active ? 'backfilling' : 'active';
+    const activatedAt = state === 'active' ? sql`now()` : null;
+    // A retired model named again starts over: its vectors were removed when it was retired.
+    await tx
+      .insert(embeddingModels)
+      .values({ model, dims, state, activatedAt })
+      .onConflictDoUpdate({ target: embeddingModels.model, set: { dims, state, activatedAt, retiredAt: null } });
+    return { model, dims, state } as ModelInfo;
+  });
+  await db.execute(sql`select ensure_embedding_index(${model}, ${dims})`);
+  return info;
+}
+
+/**
+ * Registers the configured model if the database does not know it (or retired it), learning its
+ * dimension from the endpoint. Throws EmbeddingsUnavailable while the endpoint is down; the
+ * reconciler tries again on its next run.
+ */
+export async function ensureConfiguredModel(db: Db, provider: EmbeddingProvider): Promise<ModelInfo> {
+  const [known] = await db
+    .select({ model: embeddingModels.model, dims: embeddingModels.dims, state: embeddingModels.state })
+    .from(embeddingModels)
+    .where(eq(embeddingModels.model, provider.model));
+  if (known && known.state !== 'retired') return known;
+  const [probe] = await provider.embed(['dimension probe']);
+  return registerModel(db, provider.model, probe!.length);
+}
+
+export interface PendingFact {
+  id: string;
+  version: number;
+  text: string;
+}
+
+/** Live facts of the transaction's tenant without a vector of `model` for their current version. */
+export async function factsNeedingEmbedding(tx: Tx, model: string, limit: number, ids?: readonly string[]): Promise<PendingFact[]> {
+  const rows = await tx
+    .select({ id: facts.id, version: facts.version, type: facts.type, content: facts.content })
+    .from(facts)
+    .leftJoin(
+      factEmbeddings,
+      and(eq(factEmbeddings.tenantId, facts.tenantId), eq(factEmbeddings.factId, facts.id), eq(factEmbeddings.model, model)),
+    )
+    .where(
+      and(
+        live(),
+        sql`(${factEmbeddings.factId} is null or ${factEmbeddings.version} < ${facts.version})`,
+        ids ? inArray(facts.id, [...ids]) : undefined,
+      ),
+    )
+    .orderBy(facts.id)
+    .limit(limit);
+  return rows.map((row) => ({ id: row.id, version: row.version, text: embeddingText(row.type, row.content) }));
+}
+
+/**
+ * Stores vectors. A vector never replaces one of a later version (a slow job for version 2
+ * finishing after version 3's cannot win), so storing twice is harmless.
+ */
+export async function storeEmbeddings(
+  tx: Tx,
+  tenantId: string,
+  model: string,
+  dims: number,
+  vectors: readonly { id: string; version: number; embedding: number[] }[],
+): Promise<number> {
+  if (vectors.length === 0) return 0;
+  const stored = await tx
+    .insert(factEmbeddings)
+    .values(vectors.map((v) => ({ tenantId, factId: v.id, model, version: v.version, dims, embedding: v.embedding })))
+    .onConflictDoUpdate({
+      target: [factEmbeddings.tenantId, factEmbeddings.factId, factEmbeddings.model],
+      set: { version: sql`excluded.version`, dims: sql`excluded.dims`, embedding: sql`excluded.embedding`, createdAt: sql`now()` },
+      setWhere: sql`${factEmbeddings.version} < excluded.version`,
+    })
+    .returning({ id: factEmbeddings.factId });
+  return stored.length;
+}
+
+/**
+ * A revision that leaves type and content as they were (verify; a supersede with equal content)
+ * keeps its vectors: they are carried to the new version instead of being recomputed.
+ */
+export async function carryEmbeddings(tx: Tx, factId: string, fromVersion: number, toVersion: number): Promise<void> {
+  await tx
+    .update(factEmbeddings)
+    .set({ version: toVersion })
+    .where(and(eq(factEmbeddings.factId, factId), eq(factEmbeddings.version, fromVersion)));
+}
+
+export interface Coverage {
+  live: number;
+  embedded: number;
+}
+
+/** How many live facts of the transaction's tenant have a current vector of `model`. */
+export async function coverage(tx: Tx, model: string): Promise<Coverage> {
+  const [row] = (await tx.execute(sql`
+    select count(*)::int as live,
+           count(e.fact_id)::int as embedded
+    from facts f
+    left join fact_embeddings e
+      on e.tenant_id = f.tenant_id and e.fact_id = f.id and e.model = ${model} and e.version = f.version
+    where f.invalidated_at is null and (f.expires_at is null or f.expires_at > now())`)) as unknown as [Coverage];
+  return row;
+}
+
+/** Coverage of `model` over every tenant (the backfill's progress). */
+export async function totalCoverage(db: Db, model: string): Promise<Coverage> {
+  const total: Coverage = { live: 0, embedded: 0 };
+  const tenantIds: string[] = [];
+  for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
+  for (const tenantId of tenantIds) {
+    const c = await withTenant(db, tenantId, (tx) => coverage(tx, model));
+    total.live += c.live;
+    total.embedded += c.embedded;
+  }
+  return total;
+}
+
+/**
+ * The blue-green switch: when `model` (backfilling) covers every live fact of every tenant, it
+ * becomes active and the previous active model is retired in one transaction; then the retired
+ * model's vectors are deleted tenant by tenant and its index dropped. Returns whether it switched.
+ */
+export async function switchWhenCovered(db: Db, model: string): Promise<boolean> {
+  const { live: liveCount, embedded } = await totalCoverage(db, model);
+  if (embedded < liveCount) return false;
+  const retired = await db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext('mnemo.register_model'))`);
+    const [current] = await tx.select().from(embeddingModels).where(eq(embeddingModels.model, model)).for('update');
+    if (!current || current.state !== 'backfilling') return [];
+    const old = await tx
+      .update(embeddingModels)
+      .set({ state: 'retired', retiredAt: sql`now()` })
+      .where(eq(embeddingModels.state, 'active'))
+      .returning({ model: embeddingModels.model });
+    await tx.update(embeddingModels).set({ state: 'active', activatedAt: sql`now()` }).where(eq(embeddingModels.model, model));
+    return old.map((o) => o.model);
+  });
+  for (const oldModel of retired) await removeModelVectors(db, oldModel);
+  return true;
+}
+
+export async function removeModelVectors(db: Db, model: string): Promise<void> {
+  const tenantIds: string[] = [];
+  for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
+  for (const tenantId of tenantIds) {
+    await withTenant(db, tenantId, (tx) => tx.delete(factEmbeddings).where(eq(factEmbeddings.model, model)));
+  }
+  await db.execute(sql`select retire_embedding_index(${model})`);
+}
+
+/**
+ * Embeds what one tenant still needs for `model`: the given facts, or (without ids) the next
+ * batch of any. Reads the texts in one short transaction, calls the endpoint outside any
+ * transaction, stores in another. Returns how many facts were embedded (0: nothing left).
+ */
+export async function embedPending(
+  db: Db,
+  provider: EmbeddingProvider,
+  tenantId: string,
+  model: ModelInfo,
+  options: { ids?: readonly string[]; batch: number },
+): Promise<number> {
+  const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, options.batch, options.ids));
+  if (pending.length === 0) return 0;
+  const vectors = await provider.embed(
+    pending.map((p) => p.text),
+    { expectedDims: model.dims },
+  );
+  await withTenant(db, tenantId, (tx) =>
+    storeEmbeddings(tx, tenantId, model.model, model.dims, pending.map((p, i) => ({ id: p.id, version: p.version, embedding: vectors[i]! }))),
+  );
+  return pending.length;
+}

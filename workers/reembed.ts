@@ -1,0 +1,54 @@
+import { UnrecoverableError } from 'bullmq';
+import type { z } from 'zod';
+import type { Db } from '../src/db/client.ts';
+import { eachTenant } from '../src/db/tenants.ts';
+import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
+import { embedPending, listModels, switchWhenCovered, totalCoverage } from '../src/memory/embeddings.ts';
+import type { reembedQueue } from '../src/jobs/queues.ts';
+import type { JobHandler } from '../src/jobs/worker.ts';
+
+export interface ReembedDeps {
+  db: Db;
+  providers: EmbeddingProviders | undefined;
+  batch: number;
+}
+
+export interface ReembedProgress {
+  model: string;
+  live: number;
+  embedded: number;
+}
+
+/**
+ * The blue-green backfill of a new model (DESIGN §9): embeds every live fact of every tenant with
+ * it, reporting progress, then switches search to it when it covers every live fact. If facts
+ * arrived too fast to finish, the job fails and BullMQ runs another pass after a backoff; the
+ * previous model keeps serving meanwhile.
+ */
+export function reembedHandler({ db, providers, batch }: ReembedDeps): JobHandler<z.infer<typeof reembedQueue.payload>> {
+  return async ({ model }, { job, logger }) => {
+    if (!providers) throw new UnrecoverableError('this worker has no embeddings configured (KINDGI_MEMORY_EMBEDDINGS)');
+    const info = (await listModels(db)).find((m) => m.model === model);
+    if (!info || info.state !== 'backfilling') return { model, skipped: info ? `already ${info.state}` : 'unknown model' };
+
+    const provider = providers.forModel(model);
+    const start = await totalCoverage(db, model);
+    const progress: ReembedProgress = { model, live: start.live, embedded: start.embedded };
+    await job.updateProgress(progress);
+    const tenantIds: string[] = [];
+    for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
+    for (const tenantId of tenantIds) {
+      for (;;) {
+        const done = await embedPending(db, provider, tenantId, info, { batch });
+        if (done === 0) break;
+        progress.embedded += done;
+        await job.updateProgress({ ...progress });
+      }
+    }
+    if (!(await switchWhenCovered(db, model))) {
+      throw new Error(`facts arrived while backfilling ${model}; another pass follows`);
+    }
+    logger.info('embedding model switched', { model });
+    return { ...progress, switched: true };
+  };
+}
