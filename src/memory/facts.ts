@@ -129,7 +129,7 @@ function assertLegalHoldChange(principal: Principal, requested: boolean | undefi
 
 /** Writes the next revision of a locked fact: the current row and its revision row together. */
 async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBody>): Promise<Fact> {
-  const { searchVector: _derived, id, tenantId, ...body } = current;
+  const { searchVector: _vector, searchLength: _length, id, tenantId, ...body } = current;
   const revision: RevisionBody = { ...body, ...next, version: current.version + 1 };
   await tx.update(facts).set(revision).where(eq(facts.id, id));
   await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });

@@ -355,11 +355,14 @@ describe('facts API', () => {
       const spec = await api.request('GET', '/openapi.json');
       expect(spec.status).toBe(200);
       expect(Object.keys(spec.body.paths).sort()).toEqual([
+        '/v1/memory/context',
+        '/v1/memory/embeddings',
         '/v1/memory/facts',
         '/v1/memory/facts/{id}',
         '/v1/memory/facts/{id}/revisions',
         '/v1/memory/facts/{id}/supersede',
         '/v1/memory/facts/{id}/verify',
+        '/v1/memory/retrieve',
       ]);
       expect(spec.body.components.schemas.Fact.properties).toHaveProperty('embeddingModel');
       expect(spec.body.components.schemas.WriteFactBody.required).toEqual(expect.arrayContaining(['type']));

@@ -1,11 +1,20 @@
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { inject } from 'vitest';
-import { createApp } from '../../src/app.ts';
+import { createApp, type EmbeddingServices } from '../../src/app.ts';
+import { withTenant } from '../../src/db/client.ts';
+import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
+import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
+import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
+import { closeQueues, createQueues, queueDefinitions, type Queues } from '../../src/jobs/queues.ts';
+import { startWorkers } from '../../src/jobs/worker.ts';
+import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/embeddings.ts';
+import { createHandlerRegistry } from '../../workers/registry.ts';
 import { mintDevToken } from '../../src/auth/dev-token.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
 
@@ -49,9 +58,21 @@ export interface RequestOptions {
   headers?: Record<string, string>;
 }
 
+export interface TestEmbeddings {
+  /** The real local model behind an OpenAI-compatible endpoint. */
+  server: LocalEmbeddingsServer;
+  providers: EmbeddingProviders;
+  queues: Queues;
+  prefix: string;
+  /** Resolves once every live fact of the tenant has a current vector of the serving model. */
+  settled(tenantId: string, timeoutMs?: number): Promise<void>;
+}
+
 export interface TestApi {
   baseUrl: string;
   db: TestDatabase;
+  /** Present with `startTestApi({ embeddings: true })`: an in-process worker embeds what is written. */
+  embeddings?: TestEmbeddings;
   /** What the app logged (JSON lines), for tests of what is logged. */
   logs: string[];
   /** A fresh tenant and an admin token for it. */
@@ -64,12 +85,15 @@ export interface TestApi {
  * The real app, on a random port of this machine, over this test file's own database and the
  * real Redis: requests go over HTTP exactly as a client's do.
  */
-export async function startTestApi(): Promise<TestApi> {
+export async function startTestApi(options: { embeddings?: boolean } = {}): Promise<TestApi> {
   const db = await createTestDatabase();
   const redis = createRedis(inject('redisUrl'), 'producer');
   const logs: string[] = [];
+  const logger = createLogger('info', {}, (line) => logs.push(line));
+  const embeddings = options.embeddings ? await startEmbeddings(db, logger) : undefined;
   const app = createApp({
-    logger: createLogger('info', {}, (line) => logs.push(line)),
+    logger,
+    embeddings: embeddings?.services,
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() } },
@@ -82,6 +106,7 @@ export async function startTestApi(): Promise<TestApi> {
     baseUrl,
     db,
     logs,
+    ...(embeddings ? { embeddings: embeddings.test } : {}),
     async newTenant(label = 'tenant') {
       const tenantId = uniqueTenant(label);
       return { tenantId, admin: await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }) };
@@ -107,8 +132,60 @@ export async function startTestApi(): Promise<TestApi> {
     async close() {
       if ('closeAllConnections' in server) server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await embeddings?.stop();
       await redis.quit();
       await db.drop();
+    },
+  };
+}
+
+/** The local model, the API's embedding services, and an in-process worker over real Redis. */
+async function startEmbeddings(db: TestDatabase, logger: Logger) {
+  const server = await startLocalEmbeddingsServer({ port: 0 });
+  const providers = createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: 64 });
+  const prefix = `mnemo-test-${randomBytes(4).toString('hex')}`;
+  const producer = createRedis(inject('redisUrl'), 'producer');
+  const connection = createRedis(inject('redisUrl'), 'worker');
+  const queues = createQueues(producer, queueDefinitions, prefix);
+  await ensureConfiguredModel(db.app.db, providers.configured);
+  const workers = startWorkers({
+    definitions: queueDefinitions,
+    registry: createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch: 64 }),
+    connection,
+    prefix,
+    db: db.app.db,
+    logger,
+  });
+  const services: EmbeddingServices = {
+    embedder: { embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]! },
+    schedule: async (tenantId, fact) => void (await scheduleEmbedding(queues, tenantId, [fact])),
+    configured: { model: server.model, endpoint: server.url },
+  };
+  const test: TestEmbeddings = {
+    server,
+    providers,
+    queues,
+    prefix,
+    async settled(tenantId, timeoutMs = 30_000) {
+      const started = Date.now();
+      for (;;) {
+        const model = await servingModel(db.app.db);
+        const c = model ? await withTenant(db.app.db, tenantId, (tx) => coverage(tx, model.model)) : { live: 1, embedded: 0 };
+        if (c.embedded >= c.live) return;
+        if (Date.now() - started > timeoutMs) throw new Error(`embeddings not settled: ${c.embedded}/${c.live}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+  };
+  return {
+    services,
+    test,
+    async stop() {
+      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all([...queues.values()].map((q) => q.obliterate({ force: true })));
+      await closeQueues(queues);
+      await Promise.all([producer.quit(), connection.quit()]);
+      await server.close();
     },
   };
 }
