@@ -7,15 +7,21 @@ import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import type { ErrorCode } from '../errors.ts';
 import type {
+  ContextBodySchema,
+  ContextResult,
   Fact,
   FactList,
   ListQuerySchema,
+  RetrieveBodySchema,
+  RetrieveResult,
   SupersedeBodySchema,
   VerifyBodySchema,
   WriteFactBodySchema,
 } from '../memory/schemas.ts';
 
-export type { ErrorCode, Fact, FactList };
+export type { ContextResult, ErrorCode, Fact, FactList, RetrieveResult };
+export type RetrieveInput = z.input<typeof RetrieveBodySchema>;
+export type ContextInput = z.input<typeof ContextBodySchema>;
 export type WriteFactInput = z.input<typeof WriteFactBodySchema>;
 export type SupersedeInput = z.input<typeof SupersedeBodySchema>;
 export type VerifyInput = z.input<typeof VerifyBodySchema>;
@@ -109,6 +115,10 @@ export function createClient(options: ClientOptions) {
 
   return {
     memory: {
+      /** Find facts by keyword, by meaning, or both (the default). */
+      retrieve: (input: RetrieveInput) => request<RetrieveResult>({ method: 'POST', path: '/v1/memory/retrieve', body: input }),
+      /** The system text and the `<memory>` message to put in front of a model. */
+      context: (input: ContextInput) => request<ContextResult>({ method: 'POST', path: '/v1/memory/context', body: input }),
       facts: {
         write: (input: WriteFactInput, opts?: WriteOptions) =>
           request<Fact>({ method: 'POST', path: '/v1/memory/facts', body: input, headers: writeHeaders(opts) }),

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from 'mnemo/client';
 import { MEMORY_CLOSE, MEMORY_OPEN, MEMORY_SYSTEM_LINE } from '../../src/memory/prompt.ts';
 import { SEMANTIC_UNAVAILABLE_MESSAGE } from '../../src/memory/retrieve.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
@@ -120,6 +121,17 @@ describe('retrieval with embeddings (the real local model)', () => {
     expect(system).not.toContain('without asking');
     const data = JSON.parse(messages[0].content.slice(MEMORY_OPEN.length, -MEMORY_CLOSE.length));
     expect(data.map((e: { id: string }) => e.id)).toEqual([draft.body.id]);
+  });
+
+  it('is reachable through the TypeScript client', async () => {
+    const client = createClient({ baseUrl: api.baseUrl, token: admin });
+    const found = await client.memory.retrieve({ query: 'appliance parts', scope: { projectId: 'p1', participantId: 'end-7' }, limit: 3 });
+    expect(found.results[0]!.fact.id).toBe(ids.washer);
+    expect(found.journal.mode).toBe('both');
+    const context = await client.memory.context({ query: 'appliance parts', mode: 'semantic', scope: { projectId: 'p1', participantId: 'end-7' } });
+    expect(context.system).toBe(MEMORY_SYSTEM_LINE);
+    expect(context.factIds[0]).toBe(ids.washer);
+    await expect(client.memory.retrieve({ mode: 'keyword' })).rejects.toMatchObject({ code: 'bad-input', status: 400 });
   });
 
   it('shows the embedding status to admins', async () => {
