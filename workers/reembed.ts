@@ -6,6 +6,7 @@ import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
 import { embedPending, listModels, switchWhenCovered, totalCoverage } from '../src/memory/embeddings.ts';
 import type { reembedQueue } from '../src/jobs/queues.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
+import { failFastOnPermanent } from './embed.ts';
 
 export interface ReembedDeps {
   db: Db;
@@ -39,7 +40,7 @@ export function reembedHandler({ db, providers, batch }: ReembedDeps): JobHandle
     for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
     for (const tenantId of tenantIds) {
       for (;;) {
-        const done = await embedPending(db, provider, tenantId, info, { batch });
+        const done = await embedPending(db, provider, tenantId, info, { batch }).catch(failFastOnPermanent);
         if (done === 0) break;
         progress.embedded += done;
         await job.updateProgress({ ...progress });
