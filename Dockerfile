@@ -10,4 +10,4 @@ COPY workers ./workers
 COPY drizzle ./drizzle
 USER node
 EXPOSE 3000
-CMD ["node", "node_modules/.bin/tsx", "src/server.ts"]
+CMD ["node", "--import", "tsx", "src/server.ts"]

@@ -40,9 +40,21 @@ async function main(): Promise<void> {
   });
 
   const reconcile = queues.get(reconcileQueue.name)!;
-  await reconcile.upsertJobScheduler('reconcile', { every: config.reconcileEveryMs }, { name: reconcileQueue.name, data: { payload: {} } });
-  // A pass now, too: whatever Redis lost while no worker ran is found without waiting a period.
-  await reconcile.add(reconcileQueue.name, { payload: {} });
+  const scheduleReconcile = async () => {
+    await reconcile.upsertJobScheduler('reconcile', { every: config.reconcileEveryMs }, { name: reconcileQueue.name, data: { payload: {} } });
+    // A pass now, too: whatever Redis lost is found without waiting a period.
+    await reconcile.add(reconcileQueue.name, { payload: {} });
+  };
+  await scheduleReconcile();
+  // The schedule itself lives in Redis: if Redis loses its data while we run, put it back.
+  const watchdog = setInterval(() => {
+    void (async () => {
+      if (await reconcile.getJobScheduler('reconcile')) return;
+      logger.warn('reconcile schedule missing from Redis; restoring it');
+      await scheduleReconcile();
+    })().catch((error: unknown) => logger.warn('could not check the reconcile schedule', { error: String(error) }));
+  }, config.reconcileEveryMs);
+  watchdog.unref();
   logger.info('worker started', {
     queues: queueDefinitions.map((d) => d.name),
     prefix: config.queuePrefix,
@@ -50,6 +62,7 @@ async function main(): Promise<void> {
   });
 
   onShutdown('worker', logger, config.shutdownTimeoutMs, async () => {
+    clearInterval(watchdog);
     // close() waits for the jobs that are running; no new ones are taken meanwhile.
     await Promise.all(workers.map((worker) => worker.close()));
     await closeQueues(queues);

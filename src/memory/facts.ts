@@ -3,6 +3,7 @@
  * one transaction for the principal's tenant; who-sees-what is a SQL condition of every query
  * (`visibleTo`), and the write rules are checked before anything is written.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
@@ -134,7 +135,8 @@ async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBod
   await tx.update(facts).set(revision).where(eq(facts.id, id));
   await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });
   // Same text, same vectors: carried to the new version rather than computed again.
-  const unchanged = JSON.stringify(revision.content) === JSON.stringify(current.content);
+  // Compared as values, as jsonb compares them: key order is not meaning.
+  const unchanged = isDeepStrictEqual(revision.content, current.content);
   if (unchanged) await carryEmbeddings(tx, id, current.version, revision.version);
   return toFact(id, { ...revision, tenantId }, unchanged ? await embeddingModelNow(tx, id, revision.version) : null);
 }

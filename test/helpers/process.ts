@@ -3,7 +3,6 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 export const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
-const tsx = `${projectRoot}node_modules/.bin/tsx`;
 
 export interface RunningProcess {
   child: ChildProcess;
@@ -15,10 +14,13 @@ export interface RunningProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts a TypeScript entry (or the `mnemo` bin) as its own process, the way operators do. */
+/**
+ * Starts a TypeScript entry (or the `mnemo` bin) as its own process, the way operators do:
+ * `node --import tsx`, one process, so a signal reaches the program itself.
+ */
 export function startProcess(entry: string, args: string[], env: Record<string, string | undefined>): RunningProcess {
-  const command = entry.endsWith('.js') ? process.execPath : tsx;
-  const child = spawn(command, [entry, ...args], {
+  const nodeArgs = entry.endsWith('.js') ? [entry, ...args] : ['--import', 'tsx', entry, ...args];
+  const child = spawn(process.execPath, nodeArgs, {
     cwd: projectRoot,
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
