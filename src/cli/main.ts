@@ -18,6 +18,13 @@ Commands:
       --orgs-read o1,o2       --orgs-write o1,o2
       --ttl SECONDS       lifetime, default 3600
       --json              print {token, claims, expiresAt} instead of the bare token
+  reembed               switch search to the configured model (KINDGI_MEMORY_EMBEDDINGS*): register it,
+                        queue its backfill for the worker, print its state
+      --watch             show the backfill's progress until search has switched to it
+      --no-start          only print (or watch) the state; queue nothing
+  embeddings-server     serve the local embedding model (use-lite-512) over an OpenAI-compatible API
+      --port P            default 11435
+      --host H            default 127.0.0.1
 `;
 
 class UsageError extends Error {}
@@ -93,6 +100,10 @@ async function main(argv: string[]): Promise<void> {
       return runMigrate();
     case 'token':
       return token(rest);
+    case 'reembed':
+      return (await import('./reembed.ts')).reembed(rest);
+    case 'embeddings-server':
+      return (await import('./embeddings-server.ts')).embeddingsServer(rest);
     case undefined:
     case 'help':
     case '--help':

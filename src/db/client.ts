@@ -44,14 +44,16 @@ const TENANT_ID_MAX = 128;
  * only that tenant's rows. The setting is transaction-local (`set_config(..., true)`), so nothing
  * outlives the transaction and the API works through PgBouncer in transaction mode.
  */
-export async function withTenant<T>(db: Db, tenantId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
+export type TransactionConfig = Parameters<Db['transaction']>[1];
+
+export async function withTenant<T>(db: Db, tenantId: string, fn: (tx: Tx) => Promise<T>, config?: TransactionConfig): Promise<T> {
   if (typeof tenantId !== 'string' || tenantId.length === 0 || tenantId.length > TENANT_ID_MAX) {
     throw new TypeError(`withTenant needs a tenant id of 1 to ${TENANT_ID_MAX} characters`);
   }
   return db.transaction(async (tx) => {
     await tx.execute(drizzleSql`select set_config('app.tenant_id', ${tenantId}, true)`);
     return fn(tx);
-  });
+  }, config);
 }
 
 export class UnsafeDatabaseRoleError extends Error {

@@ -1,5 +1,5 @@
 import type { Principal } from '../auth/permissions.ts';
-import { type Db, type Tx, withTenant } from '../db/client.ts';
+import { type Db, type TransactionConfig, type Tx, withTenant } from '../db/client.ts';
 
 /**
  * What every domain verb receives: the database, who is acting, and optionally a transaction
@@ -13,6 +13,6 @@ export interface MemoryContext {
 }
 
 /** Runs `fn` in the context's transaction, or in a new one for the principal's tenant. */
-export function inTenantTransaction<T>(ctx: MemoryContext, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  return ctx.tx ? fn(ctx.tx) : withTenant(ctx.db, ctx.principal.tenantId, fn);
+export function inTenantTransaction<T>(ctx: MemoryContext, fn: (tx: Tx) => Promise<T>, config?: TransactionConfig): Promise<T> {
+  return ctx.tx ? fn(ctx.tx) : withTenant(ctx.db, ctx.principal.tenantId, fn, config);
 }

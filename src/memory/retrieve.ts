@@ -65,6 +65,8 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   if (body.scope) corpus.push(appliesIn(scope));
   if (body.validAt) corpus.push(validAt(facts, new Date(body.validAt)));
 
+  // One snapshot for the whole search: the serving model and its vectors are read together, so a
+  // model switch committing meanwhile (which deletes the old vectors) cannot empty the answer.
   return inTenantTransaction(ctx, async (tx) => {
     const journal: Omit<Journal, 'tookMs'> = { mode };
     let ranked: RankedId[] | null;
@@ -121,5 +123,7 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
     function finish(results: { fact: Fact; score: number | null }[]): RetrieveResult {
       return { results, journal: { ...journal, tookMs: Math.round((performance.now() - started) * 10) / 10 } };
     }
-  });
+  }, SNAPSHOT);
 }
+
+const SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'read only' } as const;

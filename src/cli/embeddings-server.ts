@@ -1,0 +1,72 @@
+/**
+ * `mnemo embeddings-server [--port 11435] [--host 127.0.0.1]`: the local embedding model
+ * (src/embeddings/local-server.ts) behind an OpenAI-compatible API, until SIGTERM or SIGINT.
+ */
+import { parseArgs } from 'node:util';
+import { LOCAL_DEFAULT_PORT, type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../embeddings/local-server.ts';
+
+/** A bad option; main.ts reports ERR_PARSE_ARGS errors as usage errors (exit 2). */
+class OptionError extends Error {
+  readonly code = 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE';
+}
+
+export async function embeddingsServer(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string', default: String(LOCAL_DEFAULT_PORT) },
+      host: { type: 'string', default: '127.0.0.1' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const port = Number(values.port);
+  if (!/^\d+$/.test(values.port) || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new OptionError('embeddings-server: --port must be a port number (0 to 65535)');
+  }
+  const host = values.host.trim();
+  if (!host) throw new OptionError('embeddings-server: --host must not be empty');
+
+  // Listen for the signals before the model loads (a few seconds), so a stop meanwhile is clean too.
+  let signalled = false;
+  let wake: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    wake = resolve;
+  });
+  const onSignal = () => {
+    signalled = true;
+    wake();
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+
+  let server: LocalEmbeddingsServer;
+  try {
+    server = await startLocalEmbeddingsServer({
+      port,
+      host,
+      // The startup line is printed below in full; errors of single requests go to stderr.
+      log: (line) => {
+        if (!line.startsWith('Embeddings server: ')) process.stderr.write(`${line}\n`);
+      },
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new Error(`embeddings-server: ${host}:${port} is already in use (--port chooses another)`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new Error(`embeddings-server: cannot listen on ${host} (--host)`);
+    if (code === 'EACCES') throw new Error(`embeddings-server: not allowed to listen on ${host}:${port} (--port above 1023 needs no privileges)`);
+    throw error;
+  }
+
+  if (!signalled) {
+    process.stdout.write(
+      `Embeddings server: ${server.model} at ${server.url} ` +
+        `(set KINDGI_MEMORY_EMBEDDINGS=openai-compat, KINDGI_MEMORY_EMBEDDINGS_URL=${server.url}, KINDGI_MEMORY_EMBEDDINGS_MODEL=${server.model})\n`,
+    );
+    await stopped;
+  }
+  await server.close();
+  process.stderr.write('Embeddings server stopped\n');
+  // The model's WebAssembly backend may keep the event loop alive; the server is closed, so leave.
+  process.exit(0);
+}
