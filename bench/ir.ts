@@ -6,8 +6,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Principal } from '../src/auth/permissions.ts';
-import type { Db } from '../src/db/client.ts';
+import { type Db, withTenant } from '../src/db/client.ts';
+import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
+import { live } from '../src/memory/conditions.ts';
+import { embedPending, type ModelInfo } from '../src/memory/embeddings.ts';
 import { writeFact } from '../src/memory/facts.ts';
+import { keywordSearch, type RankedId } from '../src/memory/keyword.ts';
+import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalContext, retrieve } from '../src/memory/retrieve.ts';
+import { semanticSearch } from '../src/memory/semantic.ts';
 
 export const IR_ROOT = process.env.MNEMO_IR_DATA ?? join(import.meta.dirname, '../../shared/data/ir');
 
@@ -42,12 +48,22 @@ export function loadCollection(name: string, root = IR_ROOT): Collection {
   };
 }
 
-/** Writes every document as a fact (`ir.doc`, content {title, text}); returns fact id → doc id. */
-export async function indexCollection(db: Db, principal: Principal, collection: Collection): Promise<Map<string, string>> {
+/**
+ * Writes every document as a fact (`ir.doc` unless `typeOf` says otherwise, content {title, text});
+ * returns fact id → doc id.
+ */
+export async function indexCollection(
+  db: Db,
+  principal: Principal,
+  collection: Pick<Collection, 'docs'>,
+  options: { typeOf?: (doc: Collection['docs'][number], index: number) => string; onProgress?: (written: number) => void } = {},
+): Promise<Map<string, string>> {
+  const { typeOf = () => 'ir.doc', onProgress } = options;
   const docOf = new Map<string, string>();
-  for (const doc of collection.docs) {
-    const fact = await writeFact({ db, principal }, { type: 'ir.doc', content: { title: doc.title, text: doc.text } });
+  for (const [index, doc] of collection.docs.entries()) {
+    const fact = await writeFact({ db, principal }, { type: typeOf(doc, index), content: { title: doc.title, text: doc.text } });
     docOf.set(fact.id, doc.id);
+    onProgress?.(index + 1);
   }
   return docOf;
 }
@@ -82,4 +98,113 @@ export async function meanNdcg10(collection: Collection, docOf: ReadonlyMap<stri
     total += ndcgAt(10, ranked, judgments);
   }
   return total / collection.queries.length;
+}
+
+/**
+ * Embeds every live fact of `tenantId` that lacks a vector of `model`, batch by batch, as the
+ * embed jobs do (without BullMQ). Returns how many facts were embedded. Stops with an error
+ * rather than loop forever when the same facts keep coming back (vectors that were not stored).
+ */
+export async function embedAll(
+  db: Db,
+  provider: EmbeddingProvider,
+  tenantId: string,
+  model: ModelInfo,
+  options: { batch?: number; expected?: number; onProgress?: (embedded: number) => void } = {},
+): Promise<number> {
+  const { batch = 64, expected, onProgress } = options;
+  let embedded = 0;
+  for (;;) {
+    const n = await embedPending(db, provider, tenantId, model, { batch });
+    if (n === 0) return embedded;
+    embedded += n;
+    onProgress?.(embedded);
+    if (expected !== undefined && embedded > expected + batch) {
+      throw new Error(`embedded ${embedded} facts for ${expected} expected: vectors are not being stored`);
+    }
+  }
+}
+
+/** A query embedder for retrieve() backed by one provider (queries of another model are refused). */
+export function embedderFor(provider: EmbeddingProvider): QueryEmbedder {
+  return {
+    async embed(model, text) {
+      if (model !== provider.model) throw new Error(`query embedder has model ${provider.model}, asked for ${model}`);
+      return (await provider.embed([text]))[0]!;
+    },
+  };
+}
+
+export type SearchMode = 'keyword' | 'semantic' | 'both';
+export const SEARCH_MODES: readonly SearchMode[] = ['keyword', 'semantic', 'both'];
+
+/**
+ * A RankFn through the real retrieve() (visibility, live, fusion, fact loading). Fails when the
+ * search degraded (no embeddings, model pending, endpoint down): a silent fallback to keyword
+ * would report keyword figures as semantic or fused ones.
+ */
+export function retrieveRanker(ctx: RetrievalContext, mode: SearchMode): RankFn {
+  return async (query, depth) => {
+    const { results, journal } = await retrieve(ctx, { mode, query, limit: depth });
+    if (journal.degraded) throw new Error(`retrieve(${mode}) degraded: ${journal.degraded}`);
+    return results.map((r) => r.fact.id);
+  };
+}
+
+/** The p-th percentile (0..100) of samples, nearest-rank. */
+export function percentile(samples: readonly number[], p: number): number {
+  if (samples.length === 0) return Number.NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** Recall@k of `found` against the exact answer `truth` (both best first): |found ∩ truth[:k]| / |truth[:k]|. */
+export function recallAt(k: number, found: readonly string[], truth: readonly string[]): number {
+  const expected = truth.slice(0, k);
+  if (expected.length === 0) return 1;
+  const got = new Set(found.slice(0, k));
+  return expected.filter((id) => got.has(id)).length / expected.length;
+}
+
+export interface FusionVariant {
+  k: number;
+  semanticWeight: number;
+}
+
+/**
+ * Mean nDCG@10 of RRF variants over the same two lists per query (keyword and semantic, each
+ * `depth` deep, as retrieve() computes them for mode "both"), fused with fuse() and another k or
+ * semantic weight. For comparing fusion settings; retrieve() itself uses RRF_K and weights 1/1.
+ */
+export async function fusionSweep(
+  ctx: RetrievalContext & { embedder: QueryEmbedder },
+  model: ModelInfo,
+  collection: Collection,
+  docOf: ReadonlyMap<string, string>,
+  variants: readonly FusionVariant[],
+  depth = FUSION_DEPTH,
+): Promise<number[]> {
+  const lists = new Map<string, { keyword: RankedId[]; semantic: RankedId[] }>();
+  for (const query of collection.queries) {
+    const vector = await ctx.embedder.embed(model.model, query.text);
+    lists.set(
+      query.text,
+      await withTenant(ctx.db, ctx.principal.tenantId, async (tx) => ({
+        keyword: await keywordSearch(tx, ctx.principal, query.text, [live()], depth),
+        semantic: await semanticSearch(tx, ctx.principal, model, vector, [live()], depth),
+      })),
+    );
+  }
+  const scores: number[] = [];
+  for (const { k, semanticWeight } of variants) {
+    scores.push(
+      await meanNdcg10(collection, docOf, async (query, limit) => {
+        const { keyword, semantic } = lists.get(query)!;
+        return fuse([{ ranked: keyword, weight: 1 }, { ranked: semantic, weight: semanticWeight }], k)
+          .slice(0, limit)
+          .map((r) => r.id);
+      }),
+    );
+  }
+  return scores;
 }

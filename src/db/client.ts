@@ -51,7 +51,9 @@ export async function withTenant<T>(db: Db, tenantId: string, fn: (tx: Tx) => Pr
     throw new TypeError(`withTenant needs a tenant id of 1 to ${TENANT_ID_MAX} characters`);
   }
   return db.transaction(async (tx) => {
-    await tx.execute(drizzleSql`select set_config('app.tenant_id', ${tenantId}, true)`);
+    // JIT compilation costs 30-50 ms once a plan crosses jit_above_cost, more than our queries
+    // run; off for the transaction, in the same round trip as the tenant.
+    await tx.execute(drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)`);
     return fn(tx);
   }, config);
 }
