@@ -22,6 +22,7 @@ import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { ensureConfiguredModel } from '../src/memory/embeddings.ts';
 import { FUSION_DEPTH, type QueryEmbedder, RRF_K, type RetrievalContext } from '../src/memory/retrieve.ts';
+import { withDatabase } from '../src/db/url.ts';
 import { EXACT_SCAN_LIMIT } from '../src/memory/semantic.ts';
 import {
   embedAll,
@@ -61,17 +62,6 @@ interface CollectionResult {
   latency: RetrievalLatencies;
   loadSeconds: number;
   embedSeconds: number;
-}
-
-/** The same server as `url`, another database and optionally another login. */
-function withDatabase(url: string, database: string, as?: { user: string; password: string }): string {
-  const next = new URL(url);
-  next.pathname = `/${database}`;
-  if (as) {
-    next.username = encodeURIComponent(as.user);
-    next.password = encodeURIComponent(as.password);
-  }
-  return next.toString();
 }
 
 const admin = (tenantId: string): Principal => ({
