@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { reconcileQueue } from '../../src/jobs/queues.ts';
+import { queueDefinitions } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { freePort, runProcess, startProcess } from '../helpers/process.ts';
@@ -23,11 +23,13 @@ describe('processes as operators run them', () => {
     };
   });
   afterAll(async () => {
-    // The worker left its reconcile scheduler under this test's prefix.
+    // The worker left its queues (and the reconcile scheduler) under this test's prefix.
     const redis = createRedis(inject('redisUrl'), 'producer');
-    const reconcile = new Queue(reconcileQueue.name, { connection: redis, prefix: env.MNEMO_QUEUE_PREFIX });
-    await reconcile.obliterate({ force: true });
-    await reconcile.close();
+    for (const { name } of queueDefinitions) {
+      const queue = new Queue(name, { connection: redis, prefix: env.MNEMO_QUEUE_PREFIX });
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
     await redis.quit();
     await t.drop();
   });
