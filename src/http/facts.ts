@@ -26,15 +26,11 @@ import {
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
 import { idempotent, type Outcome } from './idempotency.ts';
-import { errorResponses } from './openapi.ts';
+import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['facts'];
-const security = [{ bearer: [] }];
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  content: { 'application/json': { schema } },
-  description,
-});
+const security = bearerAuth;
 const idempotencyHeader = z.object({
   'idempotency-key': z.string().optional().openapi({ description: 'Replays the first response for 24 h (DESIGN §7)' }),
   'x-provenance': z.string().optional().openapi({ description: '`type:id`, appended to derivedFrom' }),

@@ -15,7 +15,16 @@ export const ErrorSchema = z
   })
   .openapi('Error');
 
-const error = (description: string) => ({ content: { 'application/json': { schema: ErrorSchema } }, description });
+/** A JSON body or response of `schema`, for createRoute. */
+export const json = <T extends z.ZodType>(schema: T, description: string) => ({
+  content: { 'application/json': { schema } },
+  description,
+});
+
+/** Every /v1 route takes the bearer token. */
+export const bearerAuth = [{ bearer: [] }];
+
+const error = (description: string) => json(ErrorSchema, description);
 
 /** The error answers every /v1 route may give (DESIGN §7), spread into each route's responses. */
 export const errorResponses = {

@@ -9,12 +9,11 @@ import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
-import { errorResponses } from './openapi.ts';
+import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['retrieval'];
-const security = [{ bearer: [] }];
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ content: { 'application/json': { schema } }, description });
+const security = bearerAuth;
 
 const retrieveRoute = createRoute({
   method: 'post',
