@@ -157,15 +157,13 @@ describe('retrieval quality on med and filtered vector search (real model, real 
     expect(semantic).toBeGreaterThan(0.3);
   }, 300_000);
 
-  it('both (RRF as DESIGN §5 fixes it: k = 60, weights 1 and 1) beats semantic and stays near keyword', async () => {
+  it('both (RRF as DESIGN §5 fixes it: k = 60, weights 1 and 1) is never below the better single mode by more than 0.03', async () => {
     const { keyword, semantic, both } = await ndcgFigures();
-    // The retrieval issue asks for both ≥ max(keyword, semantic) − 0.03. With this weak test model
-    // and DESIGN's fixed k = 60 and equal default weights, fusion loses ~0.04 to keyword on med
-    // (0.666 vs 0.708; `npm run bench` shows k = 10 with semantic weight 0.5 would gain instead).
-    // That bar is NOT met: this guards the measured behaviour until the contract is decided
-    // (the issue stays open; see its closing note).
+    // The retrieval issue's bar, on med (0.660 against keyword 0.685). On cranfield and cacm, where
+    // this small test model is much weaker (nDCG@10 ~0.18), the same fusion loses ~0.1 to keyword:
+    // `npm run bench` shows it, with the fusion settings that would not.
+    expect(both).toBeGreaterThanOrEqual(Math.max(keyword, semantic) - 0.03);
     expect(both).toBeGreaterThan(semantic);
-    expect(both).toBeGreaterThanOrEqual(keyword - 0.05);
   }, 300_000);
 
   // ---------------------------------------------------------------------------------------------
