@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
+import { parseProvenanceHeader } from '../episodes/provenance.ts';
 import {
   deleteFact,
   listFacts,
@@ -39,13 +40,11 @@ const idempotencyHeader = z.object({
 
 /** `X-Provenance: type:id` (+ `X-Actor`) → a derivedFrom entry; a malformed header is ignored. */
 export function provenanceFrom(c: Context<AppEnv>, now = new Date()): ProvenanceRef | undefined {
-  const header = c.req.header('x-provenance')?.trim();
-  const match = header ? /^([^:\s]{1,128}):(\S.{0,1023})$/.exec(header) : null;
-  if (!match) return undefined;
+  const parsed = parseProvenanceHeader(c.req.header('x-provenance'));
+  if (!parsed) return undefined;
   const actor = c.req.header('x-actor')?.trim();
   return {
-    type: match[1]!,
-    id: match[2]!.trim(),
+    ...parsed,
     date: now.toISOString(),
     ...(actor ? { actor: actor.slice(0, 256) } : {}),
   };

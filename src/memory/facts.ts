@@ -11,6 +11,7 @@ import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { live, typeIn, validAt } from './conditions.ts';
+import { appendMergedFrom } from '../episodes/coverage.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { carryEmbeddings } from './embeddings.ts';
 import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
@@ -20,6 +21,7 @@ import {
   type Fact,
   type FactList,
   LIST_LIMIT_DEFAULT,
+  MERGED_FROM_MAX,
   type ListQuery,
   type ProvenanceRef,
   type SupersedeBody,
@@ -130,7 +132,8 @@ function assertLegalHoldChange(principal: Principal, requested: boolean | undefi
 
 /** Writes the next revision of a locked fact: the current row and its revision row together. */
 async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBody>): Promise<Fact> {
-  const { searchVector: _vector, searchLength: _length, id, tenantId, ...body } = current;
+  // The generated columns are left out: Postgres computes them from the revision.
+  const { searchVector: _vector, searchLength: _length, mergeKeys: _keys, id, tenantId, ...body } = current;
   const revision: RevisionBody = { ...body, ...next, version: current.version + 1 };
   await tx.update(facts).set(revision).where(eq(facts.id, id));
   await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });
@@ -200,7 +203,7 @@ export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options
       episodeId: body.episodeId ?? null,
       path: body.path ?? null,
       derivedFrom: options.provenance ? [options.provenance] : [],
-      mergedFrom: body.mergedFrom ?? [],
+      mergedFrom: appendMergedFrom([], body.mergedFrom ?? [], now),
       createdAt: now,
       recordedAt: now,
       invalidatedAt: null,
@@ -270,7 +273,20 @@ export async function listFacts(ctx: MemoryContext, query: ListQuery): Promise<F
 
 type FilterColumns = Pick<
   typeof facts,
-  'type' | 'orgId' | 'projectId' | 'userId' | 'participantId' | 'threadId' | 'sessionId' | 'trust' | 'memoryKind' | 'subjects' | 'validFrom' | 'validUntil'
+  | 'type'
+  | 'orgId'
+  | 'projectId'
+  | 'userId'
+  | 'participantId'
+  | 'threadId'
+  | 'sessionId'
+  | 'trust'
+  | 'memoryKind'
+  | 'path'
+  | 'episodeId'
+  | 'subjects'
+  | 'validFrom'
+  | 'validUntil'
 >;
 
 /** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
@@ -282,6 +298,8 @@ function filters(columns: FilterColumns, query: ListQuery): SQL[] {
   }
   if (query.trust !== undefined) conditions.push(eq(columns.trust, query.trust));
   if (query.memoryKind !== undefined) conditions.push(eq(columns.memoryKind, query.memoryKind));
+  if (query.path !== undefined) conditions.push(eq(columns.path, query.path));
+  if (query.episodeId !== undefined) conditions.push(eq(columns.episodeId, query.episodeId));
   if (query.subjectKind !== undefined && query.subjectId !== undefined) {
     const subject = JSON.stringify([{ kind: query.subjectKind, id: query.subjectId }]);
     conditions.push(sql`${columns.subjects} @> ${subject}::jsonb`);
@@ -368,7 +386,14 @@ export async function supersedeFact(ctx: MemoryContext, id: string, body: Supers
     if (body.validFrom !== undefined) next.validFrom = new Date(body.validFrom);
     if (body.validUntil !== undefined) next.validUntil = new Date(body.validUntil);
     if (body.observedAt !== undefined) next.observedAt = new Date(body.observedAt);
-    if (body.mergedFrom !== undefined) next.mergedFrom = body.mergedFrom;
+    // Added to the entries the fact has, as KiwiFS injects them: a consolidation job that
+    // re-merges an episode does not list it twice.
+    if (body.mergedFrom !== undefined) {
+      next.mergedFrom = appendMergedFrom(current.mergedFrom, body.mergedFrom, now);
+      if (next.mergedFrom.length > MERGED_FROM_MAX) {
+        throw new BadInput('mergedFrom', `a fact holds at most ${MERGED_FROM_MAX} entries (it would hold ${next.mergedFrom.length}); consolidate into a new fact`);
+      }
+    }
     if (options.provenance) next.derivedFrom = [...current.derivedFrom, options.provenance];
 
     const validFrom = next.validFrom ?? current.validFrom;

@@ -7,7 +7,10 @@ import { memoryKinds } from '../db/schema/facts.ts';
 
 export const CONTENT_MAX_BYTES = 64 * 1024;
 export const SUBJECTS_MAX = 20;
+/** Provenance entries per request. */
 export const PROVENANCE_MAX = 100;
+/** `mergedFrom` entries one fact holds, as supersedes add to them. */
+export const MERGED_FROM_MAX = 1000;
 export const LIST_LIMIT_DEFAULT = 25;
 export const LIST_LIMIT_MAX = 100;
 
@@ -53,6 +56,25 @@ export const ProvenanceRefSchema = z
   })
   .openapi('ProvenanceRef');
 
+/**
+ * A `mergedFrom` entry as written: a type, and an id or a path to name what was merged (an entry
+ * naming nothing could never cover an episode). KiwiFS refuses the same.
+ */
+const MergedFromEntrySchema = ProvenanceRefSchema.superRefine((entry, ctx) => {
+  // Zod runs refinements on objects that already failed (e.g. no type): nothing here is assumed.
+  if (typeof entry.type === 'string' && !entry.type.trim()) ctx.addIssue({ code: 'custom', message: 'must not be blank', path: ['type'] });
+  if (!entry.id?.trim() && !entry.path?.trim()) ctx.addIssue({ code: 'custom', message: 'needs an id or a path', path: ['id'] });
+});
+
+/** `mergedFrom` as written: a list of entries, or a single entry (normalised to a list of one). */
+// Wrapped before validation rather than a union, so an error still names the field (mergedFrom.0.type).
+export const MergedFromInputSchema = z
+  .preprocess(
+    (value) => (value !== null && typeof value === 'object' && !Array.isArray(value) ? [value] : value),
+    z.array(MergedFromEntrySchema).max(PROVENANCE_MAX, `at most ${PROVENANCE_MAX} entries`),
+  )
+  .openapi({ description: 'Entries {type, id?, path?, date?, actor?, note?}, each with an id or a path; a single entry is accepted' });
+
 export const RetentionInputSchema = z
   .strictObject({
     keepDays: z.number().int('must be a whole number of days').min(1, 'must be at least 1').max(36_500).optional(),
@@ -95,7 +117,7 @@ const revisable = {
   validFrom: TimestampSchema.optional(),
   validUntil: TimestampSchema.optional(),
   observedAt: TimestampSchema.optional(),
-  mergedFrom: z.array(ProvenanceRefSchema).max(PROVENANCE_MAX, `at most ${PROVENANCE_MAX} entries`).optional(),
+  mergedFrom: MergedFromInputSchema.optional(),
 };
 
 const validityOrdered = (body: { validFrom?: string | undefined; validUntil?: string | undefined }) =>
@@ -195,6 +217,8 @@ export const ListQuerySchema = z
     ...scopeKeys,
     trust: z.enum(['asserted', 'unverified', 'verified']).optional(),
     memoryKind: MemoryKindSchema.optional(),
+    path: z.string().min(1).max(1024).optional().openapi({ description: 'Exact path (an importer finds the fact holding a file)' }),
+    episodeId: IdSchema.optional(),
     subjectKind: z.enum(['participant', 'user', 'external']).optional(),
     subjectId: IdSchema.optional(),
     validAt: TimestampSchema.optional(),
