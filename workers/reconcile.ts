@@ -5,6 +5,8 @@ import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { ensureConfiguredModel, factsNeedingEmbedding, listModels, servingModel } from '../src/memory/embeddings.ts';
 import { dispatchOutbox, pendingOutbox } from '../src/jobs/outbox.ts';
 import { scheduleBackfill, scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';
+import { findSchedule } from '../src/episodes/reports.ts';
+import { restoreNightlyScheduler } from '../src/jobs/report-jobs.ts';
 import type { Queues } from '../src/jobs/queues.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
 
@@ -24,16 +26,19 @@ export interface ReconcileResult {
   enqueued: number;
   skipped: number;
   embedJobs: number;
+  /** Nightly report schedulers put back into Redis. */
+  schedulesRestored: number;
 }
 
 /**
  * Visits every tenant under its own RLS setting and re-enqueues what Redis may have lost: outbox
- * rows not done, and facts whose vector for the serving model is missing or stale. It also keeps
+ * rows not done, facts whose vector for the serving model is missing or stale, and the tenant's
+ * nightly report scheduler. It also keeps
  * a model switch going. Safe to run any time: job ids are deterministic.
  */
 export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, batchPerTenant = 1000 }: ReconcileDeps): JobHandler<object> {
   return async (_payload, { logger }) => {
-    const result: ReconcileResult = { tenants: 0, enqueued: 0, skipped: 0, embedJobs: 0 };
+    const result: ReconcileResult = { tenants: 0, enqueued: 0, skipped: 0, embedJobs: 0, schedulesRestored: 0 };
     const olderThan = new Date(Date.now() - graceMs);
     if (embeddings) {
       // Registers a newly configured model (starting its backfill) once the endpoint answers.
@@ -51,6 +56,8 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
       result.enqueued += enqueued;
       result.skipped += skipped;
       if (serving && embeddings) result.embedJobs += await enqueueMissingEmbeddings(tenantId, serving.model, embeddings.batch);
+      const schedule = await withTenant(db, tenantId, findSchedule);
+      if (schedule && (await restoreNightlyScheduler(queues, tenantId, schedule))) result.schedulesRestored++;
     }
     if (embeddings) {
       const backfilling = (await listModels(db)).find((m) => m.state === 'backfilling' && m.model !== serving?.model);
@@ -58,7 +65,7 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
         await scheduleBackfill(queues, backfilling.model);
       }
     }
-    if (result.enqueued > 0 || result.skipped > 0 || result.embedJobs > 0) logger.info('reconciled', { ...result });
+    if (result.enqueued > 0 || result.skipped > 0 || result.embedJobs > 0 || result.schedulesRestored > 0) logger.info('reconciled', { ...result });
     return result;
   };
 

@@ -1,10 +1,11 @@
 import type { Db } from '../src/db/client.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
-import { embedQueue, type Queues, reconcileQueue, reembedQueue } from '../src/jobs/queues.ts';
+import { embedQueue, type Queues, reconcileQueue, reembedQueue, reportQueue } from '../src/jobs/queues.ts';
 import type { HandlerRegistry } from '../src/jobs/worker.ts';
 import { embedHandler } from './embed.ts';
 import { reconcileHandler } from './reconcile.ts';
 import { reembedHandler } from './reembed.ts';
+import { reportHandler } from './report.ts';
 
 export interface WorkerDeps {
   db: Db;
@@ -24,5 +25,6 @@ export function createHandlerRegistry({ db, queues, providers, embedBatch = 64 }
     }),
     [embedQueue.name]: embedHandler({ db, providers }),
     [reembedQueue.name]: reembedHandler({ db, providers, batch: embedBatch }),
+    [reportQueue.name]: reportHandler({ db }),
   };
 }

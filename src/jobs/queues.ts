@@ -51,10 +51,24 @@ export const reembedQueue = defineQueue({
 });
 
 /**
- * The queues this build runs. The worker refuses to start unless each has a handler.
- * report, retention and erasure (DESIGN §9) join as their features land.
+ * report: one coverage report (DESIGN §6), requested (`reportId`, from the outbox) or a run of the
+ * tenant's nightly schedule (`nightly`). A report is one read-only pass, so a failed one is
+ * simply run again.
  */
-export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue];
+export const reportQueue = defineQueue({
+  name: 'report',
+  payload: z.union([
+    z.strictObject({ tenantId: z.string().min(1).max(128), reportId: z.uuid() }),
+    z.strictObject({ tenantId: z.string().min(1).max(128), nightly: z.literal(true) }),
+  ]),
+  jobOptions: { attempts: 3, backoff: { type: 'exponential', delay: 5000 }, ...keepFinished },
+});
+
+/**
+ * The queues this build runs. The worker refuses to start unless each has a handler.
+ * retention and erasure (DESIGN §9) join as their features land.
+ */
+export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue, reportQueue];
 
 /**
  * Adds a job under a deterministic id, so the same work is never queued twice. BullMQ ignores an

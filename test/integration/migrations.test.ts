@@ -45,6 +45,7 @@ describe('migrations', () => {
     const tables = await sql<{ name: string }[]>`
       select tablename as name from pg_tables where schemaname = 'public' order by 1`;
     expect(tables.map((t) => t.name)).toEqual([
+      'coverage_report_schedules',
       'coverage_reports',
       'embedding_models',
       'erasures',

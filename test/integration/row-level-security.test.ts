@@ -7,6 +7,7 @@ import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 
 /** Every table holding tenant data. The catalog test below fails if a new one is missing here. */
 const tenantTables = [
+  'coverage_report_schedules',
   'coverage_reports',
   'erasures',
   'fact_embeddings',

@@ -133,6 +133,15 @@ export const facts = pgTable(
     searchLength: integer('search_length')
       .notNull()
       .generatedAlwaysAs(sql`mnemo_token_count(mnemo_search_document(type, content))`),
+    /**
+     * What this fact's `mergedFrom` covers, as coverage keys (`id:<episode id>`, `path:<path>`;
+     * the rules of src/episodes/coverage.ts restated in SQL by `mnemo_merge_keys`), computed once
+     * per write so the coverage report joins on them instead of reading every fact's JSON.
+     */
+    mergeKeys: text('merge_keys')
+      .array()
+      .notNull()
+      .generatedAlwaysAs(sql`mnemo_merge_keys(merged_from)`),
   },
   (t) => [
     primaryKey({ name: 'facts_pkey', columns: [t.tenantId, t.id] }),

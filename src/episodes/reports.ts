@@ -1,0 +1,253 @@
+/**
+ * Coverage reports run in the background (DESIGN §6): requested through the API, run by the
+ * `report` job, kept so coverage can be followed over time; and a tenant's nightly schedule.
+ *
+ * A request writes the report row and its outbox row in one transaction, so a report is never
+ * lost between the API and Redis. The nightly schedule lives in Postgres; the BullMQ job scheduler
+ * that fires it is derived from it (and restored by the reconciler when Redis loses it).
+ */
+import { createHash } from 'node:crypto';
+import { and, desc, eq, inArray, lt, sql } from 'drizzle-orm';
+import type { Principal } from '../auth/permissions.ts';
+import { type Db, type Tx, withTenant } from '../db/client.ts';
+import { coverageReports, coverageReportSchedules } from '../db/schema.ts';
+import { registerTenant } from '../db/tenants.ts';
+import { recordOutbox, type OutboxRow } from '../jobs/outbox.ts';
+import { reportQueue } from '../jobs/queues.ts';
+import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
+import { decodeCursor, encodeCursor } from '../memory/cursor.ts';
+import { AppError } from '../errors.ts';
+import { PermissionDenied } from '../memory/errors.ts';
+import { uuidv7 } from '../memory/ids.ts';
+import type { CoverageReport } from './coverage.ts';
+import { coverageReport, type ReportProgress } from './report.ts';
+import {
+  REPORT_HISTORY_DEFAULT,
+  REPORT_LIST_DEFAULT,
+  type ReportRequest,
+  type ReportStatus,
+  type ReportSummary,
+  type Schedule,
+  type ScheduleBody,
+} from './schemas.ts';
+
+const DEFAULT_HOUR_UTC = 3;
+/** Progress is written at most this often: a report is not slowed by its own bookkeeping. */
+const PROGRESS_EVERY_MS = 1000;
+
+type ReportRow = typeof coverageReports.$inferSelect;
+
+export class ReportNotFound extends AppError {
+  constructor() {
+    super('not-found', 'No such report, or not one of yours');
+  }
+}
+
+/** The params a report runs with: the lists are cut to the default unless the request says otherwise. */
+const withDefaults = (params: ReportRequest): ReportRequest => ({ limit: REPORT_LIST_DEFAULT, ...params });
+
+function toSummary(row: ReportRow): ReportSummary {
+  const result = row.result as CoverageReport | null;
+  return {
+    id: row.id,
+    status: row.status,
+    scheduled: row.scheduled,
+    requestedBy: (row.principal as Principal).sub,
+    createdAt: row.createdAt.toISOString(),
+    finishedAt: row.finishedAt?.toISOString() ?? null,
+    episodicCount: result?.episodic_count ?? null,
+    unmergedCount: row.unmergedCount,
+  };
+}
+
+function toStatus(row: ReportRow): ReportStatus {
+  return {
+    ...toSummary(row),
+    params: row.params as ReportRequest,
+    progress: { done: row.progressDone, total: row.progressTotal },
+    startedAt: row.startedAt?.toISOString() ?? null,
+    result: (row.result as CoverageReport | null) ?? null,
+    error: row.errorCode,
+  };
+}
+
+/** Reports a principal may read: its own; an admin reads every report of the tenant. */
+const readableBy = (principal: Principal) =>
+  principal.role === 'admin' ? undefined : sql`${coverageReports.principal}->>'sub' = ${principal.sub} and not ${coverageReports.scheduled}`;
+
+/**
+ * Records a report to run as `ctx.principal` (who sees what they could see when asking) and its
+ * outbox row. The caller hands the row to BullMQ after commit; the reconciler does if it cannot.
+ */
+export async function requestReport(ctx: MemoryContext, params: ReportRequest): Promise<{ report: ReportStatus; outbox: OutboxRow }> {
+  return inTenantTransaction(ctx, async (tx) => {
+    const row = await insertReport(tx, ctx.principal, withDefaults(params), false, uuidv7());
+    const outbox = await recordOutbox(tx, ctx.principal.tenantId, reportQueue.name, { tenantId: ctx.principal.tenantId, reportId: row.id });
+    return { report: toStatus(row), outbox };
+  });
+}
+
+async function insertReport(tx: Tx, principal: Principal, params: ReportRequest, scheduled: boolean, id: string): Promise<ReportRow> {
+  await registerTenant(tx, principal.tenantId);
+  const [row] = await tx
+    .insert(coverageReports)
+    .values({ tenantId: principal.tenantId, id, params, principal, scheduled })
+    .onConflictDoNothing()
+    .returning();
+  return row ?? (await tx.select().from(coverageReports).where(eq(coverageReports.id, id)))[0]!;
+}
+
+export async function getReport(ctx: MemoryContext, id: string): Promise<ReportStatus> {
+  return inTenantTransaction(ctx, async (tx) => {
+    const [row] = await tx
+      .select()
+      .from(coverageReports)
+      .where(and(eq(coverageReports.id, id), readableBy(ctx.principal)));
+    if (!row) throw new ReportNotFound();
+    return toStatus(row);
+  });
+}
+
+/** Past reports, newest first: how coverage moved over time. */
+export async function listReports(ctx: MemoryContext, query: { limit?: number | undefined; cursor?: string | undefined }) {
+  const limit = query.limit ?? REPORT_HISTORY_DEFAULT;
+  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  return inTenantTransaction(ctx, async (tx) => {
+    const rows = await tx
+      .select()
+      .from(coverageReports)
+      .where(and(readableBy(ctx.principal), after ? lt(coverageReports.id, after) : undefined))
+      .orderBy(desc(coverageReports.id))
+      .limit(limit + 1);
+    const page = rows.slice(0, limit);
+    const hasMore = rows.length > limit;
+    return { data: page.map(toSummary), hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
+  });
+}
+
+/**
+ * Runs one report and stores its result. Idempotent: a report already completed or failed is left
+ * as it is (a redelivered job does nothing); one left `running` by a worker that died is run again.
+ */
+export async function runReport(db: Db, tenantId: string, reportId: string): Promise<'completed' | 'skipped'> {
+  const claimed = await withTenant(db, tenantId, async (tx) => {
+    const [row] = await tx
+      .update(coverageReports)
+      .set({ status: 'running', startedAt: sql`clock_timestamp()`, progressDone: 0 })
+      .where(and(eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running'])))
+      .returning();
+    return row;
+  });
+  if (!claimed) return 'skipped';
+
+  let lastWrite = 0;
+  const progress = async ({ done, total }: ReportProgress) => {
+    if (Date.now() - lastWrite < PROGRESS_EVERY_MS && done < total) return;
+    lastWrite = Date.now();
+    await withTenant(db, tenantId, (tx) =>
+      tx.update(coverageReports).set({ progressDone: done, progressTotal: total }).where(eq(coverageReports.id, reportId)),
+    );
+  };
+  const params = claimed.params as ReportRequest;
+  const result = await coverageReport(
+    { db, principal: claimed.principal as Principal },
+    { episodesPrefix: params.episodesPrefix, limit: params.limit, offset: params.offset, scope: params.scope },
+    progress,
+  );
+  await withTenant(db, tenantId, (tx) =>
+    tx
+      .update(coverageReports)
+      .set({
+        status: 'completed',
+        result,
+        unmergedCount: result.unmerged_count,
+        progressDone: result.episodic_count,
+        progressTotal: result.episodic_count,
+        finishedAt: sql`clock_timestamp()`,
+      })
+      .where(eq(coverageReports.id, reportId)),
+  );
+  return 'completed';
+}
+
+/** Marks a report failed for good. The message is for the tenant: no internals. */
+export async function failReport(db: Db, tenantId: string, reportId: string, jobId: string | undefined): Promise<void> {
+  await withTenant(db, tenantId, (tx) =>
+    tx
+      .update(coverageReports)
+      .set({ status: 'failed', errorCode: `The report could not be computed; operators find the cause under job ${jobId ?? 'unknown'} in the worker log`, finishedAt: sql`clock_timestamp()` })
+      .where(and(eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running']))),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The nightly schedule
+
+/** The BullMQ job scheduler of a tenant's nightly report (hashed: tenant ids may hold any character). */
+export const nightlySchedulerId = (tenantId: string) => `report-nightly-${createHash('sha1').update(tenantId).digest('hex')}`;
+
+const cronAt = (hourUtc: number) => `0 ${hourUtc} * * *`;
+
+function toSchedule(row: typeof coverageReportSchedules.$inferSelect): Schedule {
+  return {
+    hourUtc: Number(row.cron.split(' ')[1]),
+    cron: row.cron,
+    params: row.params as ReportRequest,
+    scheduledBy: (row.principal as Principal).sub,
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+function assertAdmin(principal: Principal): void {
+  if (principal.role !== 'admin') throw new PermissionDenied('Nightly reports are scheduled by tenant admins');
+}
+
+export async function putSchedule(ctx: MemoryContext, body: ScheduleBody): Promise<Schedule> {
+  assertAdmin(ctx.principal);
+  const { hourUtc = DEFAULT_HOUR_UTC, ...params } = body;
+  const values = { cron: cronAt(hourUtc), params: withDefaults(params), principal: ctx.principal, updatedAt: sql`clock_timestamp()` };
+  return inTenantTransaction(ctx, async (tx) => {
+    await registerTenant(tx, ctx.principal.tenantId);
+    const [row] = await tx
+      .insert(coverageReportSchedules)
+      .values({ tenantId: ctx.principal.tenantId, ...values })
+      .onConflictDoUpdate({ target: coverageReportSchedules.tenantId, set: values })
+      .returning();
+    return toSchedule(row!);
+  });
+}
+
+export async function getSchedule(ctx: MemoryContext): Promise<Schedule> {
+  assertAdmin(ctx.principal);
+  const row = await inTenantTransaction(ctx, (tx) => findSchedule(tx));
+  if (!row) throw new AppError('not-found', 'This tenant has no nightly report; PUT one to schedule it');
+  return toSchedule(row);
+}
+
+export async function deleteSchedule(ctx: MemoryContext): Promise<void> {
+  assertAdmin(ctx.principal);
+  const deleted = await inTenantTransaction(ctx, (tx) => tx.delete(coverageReportSchedules).returning({ tenantId: coverageReportSchedules.tenantId }));
+  if (deleted.length === 0) throw new AppError('not-found', 'This tenant has no nightly report');
+}
+
+/** The tenant's schedule row (row-level security limits the table to the tenant of `tx`). */
+export async function findSchedule(tx: Tx) {
+  const [row] = await tx.select().from(coverageReportSchedules);
+  return row;
+}
+
+/**
+ * The report row of one nightly run, its id derived from the run (its job id and time), so a
+ * retried run is the same report. Undefined when the schedule was removed meanwhile.
+ */
+export async function nightlyReportId(db: Db, tenantId: string, run: { key: string; at: number }): Promise<string | undefined> {
+  return withTenant(db, tenantId, async (tx) => {
+    const schedule = await findSchedule(tx);
+    if (!schedule) return undefined;
+    const row = await insertReport(tx, schedule.principal as Principal, schedule.params as ReportRequest, true, runReportId(run.key, run.at));
+    return row.id;
+  });
+}
+
+/** The report id of a nightly run: time-ordered like every report id, and the same for the same run. */
+const runReportId = (runKey: string, at: number) => uuidv7(at, createHash('sha256').update(runKey).digest());
