@@ -7,12 +7,15 @@ import { AppError } from './errors.ts';
 import { authenticate } from './http/auth.ts';
 import type { AppEnv } from './http/context.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
+import { episodeRoutes } from './http/episodes.ts';
 import { factRoutes } from './http/facts.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { closeAfterRefusedBody, requestId, requestLog } from './http/middleware.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
+import type { Queues } from './jobs/queues.ts';
 import type { Logger } from './log.ts';
+import { mcpRoutes } from './mcp/server.ts';
 import type { QueryEmbedder } from './memory/retrieve.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -31,10 +34,12 @@ export interface AppDependencies {
   db: Db;
   verifyToken: TokenVerifier;
   embeddings?: EmbeddingServices | undefined;
+  /** Producer handles for work the API queues (background reports); absent, the reconciler queues it. */
+  queues?: Queues | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings, queues }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
 
   app.use('*', requestId());
@@ -43,16 +48,22 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings }: Ap
 
   app.route('/', healthRoutes(readiness));
 
-  app.use(
-    '/v1/*',
-    bodyLimit({
-      maxSize: BODY_LIMIT_BYTES,
-      onError: (c) => respondWithError(c, new AppError('payload-too-large', 'Request body is larger than 1 MiB')),
-    }),
-  );
-  app.use('/v1/*', authenticate(verifyToken));
+  // KiwiFS's report path, for KiwiFS clients: the same limit and token as /v1.
+  for (const path of ['/v1/*', '/api/kiwi/*']) {
+    app.use(
+      path,
+      bodyLimit({
+        maxSize: BODY_LIMIT_BYTES,
+        onError: (c) => respondWithError(c, new AppError('payload-too-large', 'Request body is larger than 1 MiB')),
+      }),
+    );
+    app.use(path, authenticate(verifyToken));
+  }
   app.route('/', factRoutes(db, embeddings?.schedule));
   app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured }));
+  app.route('/', episodeRoutes({ db, logger, queues }));
+  // MCP over streamable HTTP: its own body limit and bearer check (401 with WWW-Authenticate).
+  app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES }));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
   app.doc31('/openapi.json', openApiInfo);

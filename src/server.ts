@@ -4,14 +4,13 @@
  * then closes Redis and Postgres.
  */
 import { serve } from '@hono/node-server';
-import type { Redis } from 'ioredis';
 import { createApp, type EmbeddingServices } from './app.ts';
 import { createTokenVerifier } from './auth/verify.ts';
 import { type Config, describeSearch, loadConfig } from './config.ts';
 import { assertRestrictedRole, connect } from './db/client.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
 import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
-import { closeQueues, createQueues, embedQueue } from './jobs/queues.ts';
+import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis } from './jobs/redis.ts';
 import { createLogger, type Logger } from './log.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
@@ -24,12 +23,15 @@ async function main(): Promise<void> {
   const redis = createRedis(config.redisUrl, 'producer');
   redis.on('error', (error) => logger.warn('redis connection error', { error: error.message }));
 
-  const embeddings = embeddingServices(config, redis, logger);
+  // Producer handles only (no workers here): writes queue embeddings, requests queue reports.
+  const queues = createQueues(redis, queueDefinitions, config.queuePrefix);
+  const embeddings = embeddingServices(config, queues, logger);
 
   let accepting = true;
   const app = createApp({
     logger,
-    embeddings: embeddings?.services,
+    embeddings,
+    queues,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {
@@ -52,18 +54,17 @@ async function main(): Promise<void> {
     const closed = new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
     if ('closeIdleConnections' in server) server.closeIdleConnections();
     await closed;
-    if (embeddings) await closeQueues(embeddings.queues);
+    await closeQueues(queues);
     await redis.quit().catch(() => {});
     await database.close();
   });
 }
 
 /** Search by meaning and the queueing of new vectors, when KINDGI_MEMORY_EMBEDDINGS is on. */
-function embeddingServices(config: Config, redis: Redis, logger: Logger) {
+function embeddingServices(config: Config, queues: Queues, logger: Logger): EmbeddingServices | undefined {
   if (config.embeddings.kind !== 'openai-compat') return undefined;
   const providers = createEmbeddingProviders(config.embeddings, logger);
-  const queues = createQueues(redis, [embedQueue], config.queuePrefix);
-  const services: EmbeddingServices = {
+  return {
     embedder: {
       embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]!,
     },
@@ -77,7 +78,6 @@ function embeddingServices(config: Config, redis: Redis, logger: Logger) {
     },
     configured: { model: config.embeddings.model, endpoint: config.embeddings.url },
   };
-  return { services, queues };
 }
 
 main().catch(exitOnStartupFailure('api'));

@@ -355,6 +355,7 @@ describe('facts API', () => {
       const spec = await api.request('GET', '/openapi.json');
       expect(spec.status).toBe(200);
       expect(Object.keys(spec.body.paths).sort()).toEqual([
+        '/api/kiwi/memory/report',
         '/v1/memory/context',
         '/v1/memory/embeddings',
         '/v1/memory/facts',
@@ -362,6 +363,10 @@ describe('facts API', () => {
         '/v1/memory/facts/{id}/revisions',
         '/v1/memory/facts/{id}/supersede',
         '/v1/memory/facts/{id}/verify',
+        '/v1/memory/report',
+        '/v1/memory/reports',
+        '/v1/memory/reports/schedule',
+        '/v1/memory/reports/{id}',
         '/v1/memory/retrieve',
       ]);
       expect(spec.body.components.schemas.Fact.properties).toHaveProperty('embeddingModel');

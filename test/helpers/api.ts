@@ -73,6 +73,8 @@ export interface TestApi {
   db: TestDatabase;
   /** Present with `startTestApi({ embeddings: true })`: an in-process worker embeds what is written. */
   embeddings?: TestEmbeddings;
+  /** Present with `worker` or `embeddings`: the queues the in-process worker takes jobs from. */
+  queues?: Queues;
   /** What the app logged (JSON lines), for tests of what is logged. */
   logs: string[];
   /** A fresh tenant and an admin token for it. */
@@ -85,15 +87,17 @@ export interface TestApi {
  * The real app, on a random port of this machine, over this test file's own database and the
  * real Redis: requests go over HTTP exactly as a client's do.
  */
-export async function startTestApi(options: { embeddings?: boolean } = {}): Promise<TestApi> {
+export async function startTestApi(options: { embeddings?: boolean; worker?: boolean } = {}): Promise<TestApi> {
   const db = await createTestDatabase();
   const redis = createRedis(inject('redisUrl'), 'producer');
   const logs: string[] = [];
   const logger = createLogger('info', {}, (line) => logs.push(line));
-  const embeddings = options.embeddings ? await startEmbeddings(db, logger) : undefined;
+  const jobs = options.embeddings || options.worker ? await startJobs(db, logger, { embeddings: options.embeddings ?? false }) : undefined;
+  const embeddings = jobs?.embeddings;
   const app = createApp({
     logger,
     embeddings: embeddings?.services,
+    queues: jobs?.queues,
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() } },
@@ -107,6 +111,7 @@ export async function startTestApi(options: { embeddings?: boolean } = {}): Prom
     db,
     logs,
     ...(embeddings ? { embeddings: embeddings.test } : {}),
+    ...(jobs ? { queues: jobs.queues } : {}),
     async newTenant(label = 'tenant') {
       const tenantId = uniqueTenant(label);
       return { tenantId, admin: await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }) };
@@ -132,22 +137,27 @@ export async function startTestApi(options: { embeddings?: boolean } = {}): Prom
     async close() {
       if ('closeAllConnections' in server) server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await embeddings?.stop();
+      await jobs?.stop();
       await redis.quit();
       await db.drop();
     },
   };
 }
 
-/** The local model, the API's embedding services, and an in-process worker over real Redis. */
-async function startEmbeddings(db: TestDatabase, logger: Logger) {
-  const server = await startLocalEmbeddingsServer({ port: 0 });
-  const providers = createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: 64 });
+/**
+ * An in-process worker over real Redis (every queue, under a prefix of its own) and the API's
+ * producer handles; with `embeddings`, the local model and the API's embedding services too.
+ */
+async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings: boolean }) {
+  const server = options.embeddings ? await startLocalEmbeddingsServer({ port: 0 }) : undefined;
+  const providers = server
+    ? createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: 64 })
+    : undefined;
   const prefix = `mnemo-test-${randomBytes(4).toString('hex')}`;
   const producer = createRedis(inject('redisUrl'), 'producer');
   const connection = createRedis(inject('redisUrl'), 'worker');
   const queues = createQueues(producer, queueDefinitions, prefix);
-  await ensureConfiguredModel(db.app.db, providers.configured);
+  if (providers) await ensureConfiguredModel(db.app.db, providers.configured);
   const workers = startWorkers({
     definitions: queueDefinitions,
     registry: createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch: 64 }),
@@ -156,36 +166,41 @@ async function startEmbeddings(db: TestDatabase, logger: Logger) {
     db: db.app.db,
     logger,
   });
-  const services: EmbeddingServices = {
-    embedder: { embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]! },
-    schedule: async (tenantId, fact) => void (await scheduleEmbedding(queues, tenantId, [fact])),
-    configured: { model: server.model, endpoint: server.url },
-  };
-  const test: TestEmbeddings = {
-    server,
-    providers,
-    queues,
-    prefix,
-    async settled(tenantId, timeoutMs = 30_000) {
-      const started = Date.now();
-      for (;;) {
-        const model = await servingModel(db.app.db);
-        const c = model ? await withTenant(db.app.db, tenantId, (tx) => coverage(tx, model.model)) : { live: 1, embedded: 0 };
-        if (c.embedded >= c.live) return;
-        if (Date.now() - started > timeoutMs) throw new Error(`embeddings not settled: ${c.embedded}/${c.live}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    },
-  };
+  const embeddings =
+    server && providers
+      ? {
+          services: {
+            embedder: { embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]! },
+            schedule: async (tenantId, fact) => void (await scheduleEmbedding(queues, tenantId, [fact])),
+            configured: { model: server.model, endpoint: server.url },
+          } satisfies EmbeddingServices,
+          test: {
+            server,
+            providers,
+            queues,
+            prefix,
+            async settled(tenantId, timeoutMs = 30_000) {
+              const started = Date.now();
+              for (;;) {
+                const model = await servingModel(db.app.db);
+                const c = model ? await withTenant(db.app.db, tenantId, (tx) => coverage(tx, model.model)) : { live: 1, embedded: 0 };
+                if (c.embedded >= c.live) return;
+                if (Date.now() - started > timeoutMs) throw new Error(`embeddings not settled: ${c.embedded}/${c.live}`);
+                await new Promise((resolve) => setTimeout(resolve, 50));
+              }
+            },
+          } satisfies TestEmbeddings,
+        }
+      : undefined;
   return {
-    services,
-    test,
+    queues,
+    embeddings,
     async stop() {
       await Promise.all(workers.map((w) => w.close()));
       await Promise.all([...queues.values()].map((q) => q.obliterate({ force: true })));
       await closeQueues(queues);
       await Promise.all([producer.quit(), connection.quit()]);
-      await server.close();
+      await server?.close();
     },
   };
 }

@@ -1,0 +1,168 @@
+import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Db } from '../db/client.ts';
+import { coverageReport, type ReportParams } from '../episodes/report.ts';
+import { deleteSchedule, getReport, getSchedule, listReports, putSchedule, requestReport } from '../episodes/reports.ts';
+import {
+  CoverageReportSchema,
+  KiwiReportQuerySchema,
+  REPORT_LIST_DEFAULT,
+  ReportHistoryQuerySchema,
+  ReportHistorySchema,
+  ReportIdParamSchema,
+  ReportQuerySchema,
+  ReportRequestSchema,
+  ReportStatusSchema,
+  ScheduleBodySchema,
+  ScheduleSchema,
+} from '../episodes/schemas.ts';
+import { dispatchOutbox } from '../jobs/outbox.ts';
+import type { Queues } from '../jobs/queues.ts';
+import { syncNightlyScheduler } from '../jobs/report-jobs.ts';
+import type { Logger } from '../log.ts';
+import type { ScopeFilter } from '../memory/conditions.ts';
+import { principalOf } from './auth.ts';
+import type { AppEnv } from './context.ts';
+import { bearerAuth, errorResponses, json } from './openapi.ts';
+import { validationHook } from './validation.ts';
+
+const tags = ['episodes'];
+const security = bearerAuth;
+
+const reportRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/report',
+  tags,
+  security,
+  summary: 'Which episodes no consolidated fact has merged yet (KiwiFS report shape)',
+  description: `Counts are always complete; \`limit\` (default ${REPORT_LIST_DEFAULT}) and \`offset\` cut the two lists.`,
+  request: { query: ReportQuerySchema },
+  responses: { 200: json(CoverageReportSchema, 'The coverage report over the facts you can see'), ...errorResponses },
+});
+
+const kiwiReportRoute = createRoute({
+  method: 'get',
+  path: '/api/kiwi/memory/report',
+  tags,
+  security,
+  summary: 'The same report at KiwiFS’s path, with KiwiFS’s parameter names',
+  request: { query: KiwiReportQuerySchema },
+  responses: { 200: json(CoverageReportSchema, 'The coverage report over the facts you can see'), ...errorResponses },
+});
+
+const requestReportRoute = createRoute({
+  method: 'post',
+  path: '/v1/memory/reports',
+  tags,
+  security,
+  summary: 'Run the coverage report in the background (large tenants); kept for the history',
+  request: { body: { ...json(ReportRequestSchema, 'What to report on'), required: false } },
+  responses: { 202: json(ReportStatusSchema.pick({ id: true, status: true }), 'Queued'), ...errorResponses },
+});
+
+const getReportRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/reports/{id}',
+  tags,
+  security,
+  summary: 'A background report: status, progress and, once completed, its result',
+  request: { params: ReportIdParamSchema },
+  responses: { 200: json(ReportStatusSchema, 'The report'), ...errorResponses },
+});
+
+const listReportsRoute = createRoute({
+  method: 'get',
+  path: '/v1/memory/reports',
+  tags,
+  security,
+  summary: 'Past reports, newest first, with their unmerged counts: coverage over time',
+  request: { query: ReportHistoryQuerySchema },
+  responses: { 200: json(ReportHistorySchema, 'A page of reports'), ...errorResponses },
+});
+
+const schedulePath = '/v1/memory/reports/schedule';
+
+const getScheduleRoute = createRoute({
+  method: 'get',
+  path: schedulePath,
+  tags,
+  security,
+  summary: "The tenant's nightly report (admin)",
+  responses: { 200: json(ScheduleSchema, 'The schedule'), ...errorResponses },
+});
+
+const putScheduleRoute = createRoute({
+  method: 'put',
+  path: schedulePath,
+  tags,
+  security,
+  summary: 'Schedule the nightly report, or change it (admin)',
+  request: { body: { ...json(ScheduleBodySchema, 'When and what'), required: false } },
+  responses: { 200: json(ScheduleSchema, 'The schedule'), ...errorResponses },
+});
+
+const deleteScheduleRoute = createRoute({
+  method: 'delete',
+  path: schedulePath,
+  tags,
+  security,
+  summary: 'Stop the nightly report (admin)',
+  responses: { 204: { description: 'Removed' }, ...errorResponses },
+});
+
+export interface EpisodeRouteDeps {
+  db: Db;
+  logger: Logger;
+  /** Absent in a runtime without Redis: background reports then wait for the worker's reconciler. */
+  queues?: Queues | undefined;
+}
+
+const scopeOf = (query: ScopeFilter): ScopeFilter | undefined => {
+  const scope = Object.fromEntries(
+    (['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const).flatMap((key) => (query[key] === undefined ? [] : [[key, query[key]]])),
+  );
+  return Object.keys(scope).length > 0 ? scope : undefined;
+};
+
+/**
+ * Redis being slow or away delays a background report, never the request (past a second):
+ * the work is already in the outbox, and the reconciler hands it over later.
+ */
+async function promptly(work: Promise<unknown>, logger: Logger, what: string): Promise<void> {
+  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('Redis did not answer in 1 s')), 1000).unref());
+  await Promise.race([work, timeout]).catch((error: unknown) => logger.warn(`could not ${what} now; the reconciler will`, { error: String(error) }));
+}
+
+export function episodeRoutes({ db, logger, queues }: EpisodeRouteDeps) {
+  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+  const report = (c: Context<AppEnv>, params: ReportParams) => coverageReport(ctx(c), { limit: REPORT_LIST_DEFAULT, ...params });
+
+  return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
+    .openapi(reportRoute, async (c) => {
+      const { episodesPrefix, limit, offset, ...scope } = c.req.valid('query');
+      return c.json(await report(c, { episodesPrefix, limit, offset, scope: scopeOf(scope) }), 200);
+    })
+    .openapi(kiwiReportRoute, async (c) => {
+      const { episodes_prefix: episodesPrefix, limit, offset, ...scope } = c.req.valid('query');
+      return c.json(await report(c, { episodesPrefix, limit, offset, scope: scopeOf(scope) }), 200);
+    })
+    .openapi(requestReportRoute, async (c) => {
+      const { report: queued, outbox } = await requestReport(ctx(c), c.req.valid('json') ?? {});
+      if (queues) await promptly(dispatchOutbox(queues, [outbox]), logger, 'queue the report');
+      return c.json({ id: queued.id, status: queued.status }, 202);
+    })
+    .openapi(getScheduleRoute, async (c) => c.json(await getSchedule(ctx(c)), 200))
+    .openapi(putScheduleRoute, async (c) => {
+      const schedule = await putSchedule(ctx(c), c.req.valid('json') ?? {});
+      if (queues) await promptly(syncNightlyScheduler(queues, principalOf(c).tenantId, schedule), logger, 'schedule the nightly report');
+      return c.json(schedule, 200);
+    })
+    .openapi(deleteScheduleRoute, async (c) => {
+      await deleteSchedule(ctx(c));
+      // If Redis misses this, the orphaned scheduler's next run finds no schedule and does nothing.
+      if (queues) await promptly(syncNightlyScheduler(queues, principalOf(c).tenantId, undefined), logger, 'remove the nightly scheduler');
+      return c.body(null, 204);
+    })
+    .openapi(getReportRoute, async (c) => c.json(await getReport(ctx(c), c.req.valid('param').id), 200))
+    .openapi(listReportsRoute, async (c) => c.json(await listReports(ctx(c), c.req.valid('query')), 200));
+}

@@ -1,0 +1,107 @@
+/**
+ * The MCP server (DESIGN §7): MCP over streamable HTTP at `POST /mcp`, authenticated by the same
+ * bearer token as /v1, with the memory tools.
+ *
+ * Stateless on purpose: the API runs as any number of nodes behind a load balancer, and an MCP
+ * session kept in one node's memory would break as soon as the balancer sent the session's next
+ * request elsewhere. So no `Mcp-Session-Id` is issued, every POST gets a fresh server and
+ * transport, and the caller is re-authenticated from its own token on every request. Answers
+ * are plain JSON (no SSE stream): every tool answers in one response. For the same reason there
+ * is no GET stream for server-initiated messages and no session to DELETE: both answer 405.
+ *
+ * Errors before the MCP exchange starts (token, method, body size) use the project's error
+ * envelope; errors inside it (malformed JSON-RPC, Accept or Content-Type headers, unknown
+ * protocol version) are the SDK transport's JSON-RPC error responses, which MCP clients expect.
+ */
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { TokenVerifier } from '../auth/verify.ts';
+import type { Db } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import { authenticate, principalOf } from '../http/auth.ts';
+import type { AppEnv } from '../http/context.ts';
+import { errorBody, respondWithError } from '../http/errors.ts';
+import { openApiInfo } from '../http/openapi.ts';
+import type { Logger } from '../log.ts';
+import { registerKiwiMemoryReport } from './kiwi-memory-report.ts';
+import type { ToolContext, ToolRegistration } from './tool.ts';
+
+export const MCP_PATH = '/mcp';
+
+/** Every tool the server offers. A new tool: one file exporting a `ToolRegistration`, one line here. */
+const tools: ToolRegistration[] = [registerKiwiMemoryReport];
+
+/** A server with every tool, bound to one caller: built per request (see above). */
+export function createMcpServer(context: ToolContext): McpServer {
+  const server = new McpServer({ name: 'mnemo', version: openApiInfo.info.version }, { capabilities: { tools: {} } });
+  for (const register of tools) register(server, context);
+  return server;
+}
+
+export interface McpRouteDependencies {
+  db: Db;
+  verifyToken: TokenVerifier;
+  logger: Logger;
+  /** The same bound as /v1 bodies. */
+  maxBodyBytes: number;
+}
+
+/** `POST /mcp`, and 405 for every other method. */
+export function mcpRoutes({ db, verifyToken, logger, maxBodyBytes }: McpRouteDependencies) {
+  const routes = new Hono<AppEnv>();
+
+  routes.post(
+    MCP_PATH,
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: (c) => respondWithError(c, new AppError('payload-too-large', `Request body is larger than ${maxBodyBytes / 1024 / 1024} MiB`)),
+    }),
+    challengeOnUnauthenticated(),
+    authenticate(verifyToken),
+    async (c) => {
+      const requestId = c.get('requestId');
+      const server = createMcpServer({ db, principal: principalOf(c), logger, requestId });
+      server.server.onerror = (error) => logger.warn('MCP request refused', { requestId, error: error.message });
+      const transport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableJsonResponse: true,
+        maxRequestBodySize: maxBodyBytes,
+      });
+      try {
+        await server.connect(transport);
+        // JSON responses are complete once handleRequest resolves, so closing afterwards loses nothing.
+        const response = await transport.handleRequest(c.req.raw);
+        // Through the context, so the headers middleware set (X-Request-Id) are kept.
+        return c.newResponse(response.body, response);
+      } finally {
+        await server.close();
+      }
+    },
+  );
+
+  routes.all(MCP_PATH, (c) => {
+    c.header('Allow', 'POST');
+    // The wire contract has no code of its own for a refused method; the status says it.
+    return c.json(
+      errorBody('bad-input', `${c.req.method} ${MCP_PATH} is not supported: this MCP server is stateless (no SSE stream, no sessions); use POST`, c.get('requestId')),
+      405,
+    );
+  });
+
+  return routes;
+}
+
+/**
+ * A 401 from /mcp says how to authenticate (RFC 6750 §3, as the MCP authorization spec asks):
+ * `Bearer realm="mnemo"`, with `error="invalid_token"` when a credential was sent but refused.
+ */
+function challengeOnUnauthenticated(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    if (c.res.status !== 401) return;
+    const presented = c.req.header('authorization') !== undefined;
+    c.res.headers.set('WWW-Authenticate', presented ? 'Bearer realm="mnemo", error="invalid_token"' : 'Bearer realm="mnemo"');
+  };
+}

@@ -1,0 +1,39 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Principal } from '../auth/permissions.ts';
+import type { Db } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import { errorBody } from '../http/errors.ts';
+import type { Logger } from '../log.ts';
+
+/** What every tool call runs with: the caller (from the bearer token) and the services. */
+export interface ToolContext {
+  db: Db;
+  principal: Principal;
+  logger: Logger;
+  requestId: string;
+}
+
+/** One tool of the MCP server: registers itself, with its schemas, on a fresh server. */
+export type ToolRegistration = (server: McpServer, context: ToolContext) => void;
+
+/**
+ * Runs a tool's body and turns what it throws into a tool error result (`isError`), so the model
+ * sees what went wrong and the HTTP exchange still succeeds. The text is the project's error
+ * envelope; an unknown error is logged and answers `internal` without its message, as on /v1.
+ * (Left to itself the SDK would put any error's message in the result.)
+ */
+export async function runTool(context: ToolContext, tool: string, body: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof AppError) return toolError(context, error);
+    context.logger.error('unhandled error in MCP tool', { requestId: context.requestId, tool, error });
+    return toolError(context, new AppError('internal', `Internal error; quote request id ${context.requestId}`));
+  }
+}
+
+function toolError(context: ToolContext, error: AppError): CallToolResult {
+  const body = errorBody(error.code, error.message, context.requestId, error.extra);
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
+}
