@@ -25,6 +25,18 @@ Commands:
   embeddings-server     serve the local embedding model (use-lite-512) over an OpenAI-compatible API
       --port P            default 11435
       --host H            default 127.0.0.1
+  memory report         episodic coverage of a local KiwiFS folder (no server): episodes no merged-from covers
+      --root DIR          the knowledge folder                             required
+      --json              print the report as JSON (KiwiFS's shape) instead of a table
+      --episodes-prefix P default: .kiwi/config.toml [memory] episodes_path_prefix, else episodes/
+      --limit N  --offset N   cut the listed episodes (not the counts); --limit 0 lists all
+  import                load a KiwiFS folder as facts through the API, one per markdown file, by path;
+                        a second run writes only what changed (supersede)
+      --root DIR          the knowledge folder                             required
+      --url URL           the Mnemo API, e.g. http://localhost:3000         required
+      --token T           bearer token (or MNEMO_TOKEN)                    required
+      --type T            fact type, default kiwi.page
+      --episodes-prefix P as for memory report (an episode without episode_id is named by its id)
 `;
 
 class UsageError extends Error {}
@@ -104,6 +116,10 @@ async function main(argv: string[]): Promise<void> {
       return (await import('./reembed.ts')).reembed(rest);
     case 'embeddings-server':
       return (await import('./embeddings-server.ts')).embeddingsServer(rest);
+    case 'memory':
+      return (await import('./memory.ts')).memory(rest);
+    case 'import':
+      return (await import('./import.ts')).importFolder(rest);
     case undefined:
     case 'help':
     case '--help':

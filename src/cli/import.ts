@@ -1,0 +1,473 @@
+/**
+ * `mnemo import --root DIR --url URL --token T [--type kiwi.page] [--episodes-prefix P]`: loads a
+ * KiwiFS folder as facts through the HTTP API (DESIGN §6, §11), one fact per markdown file, found
+ * again by its path on the next run:
+ * - no fact holds the path → write one (an `Idempotency-Key` from the path and what is written, so
+ *   a retried request never writes twice);
+ * - the fact already has the file's content and merged-from entries → nothing is written;
+ * - otherwise → supersede it (content, and the merged-from entries it lacks).
+ * Frontmatter `memory_kind`, `episode_id` and `merged-from` become the fact's fields; the body is
+ * `content.text`, and every other frontmatter field is kept in `content.frontmatter`.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isDeepStrictEqual, parseArgs } from 'node:util';
+import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
+import { type MemoryKind, memoryKinds } from '../db/schema/facts.ts';
+import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../episodes/coverage.ts';
+import { assertKnowledgeRoot, type Frontmatter, type ParsedFile, readKnowledgeFile, resolveEpisodesPrefix, walkKnowledgeFiles } from '../episodes/files.ts';
+import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
+import { asCommand, CommandLineError } from './memory.ts';
+
+const DEFAULT_TYPE = 'kiwi.page';
+/** Files imported at once. */
+const CONCURRENCY = 4;
+/** Without a terminal, a progress line every this many files. */
+const PROGRESS_EVERY = 100;
+/** The API takes request bodies up to 1 MiB (content up to 64 KiB): a larger file is not even read. */
+const FILE_MAX_BYTES = 1024 * 1024;
+const REQUEST_TIMEOUT_MS = 30_000;
+const ATTEMPTS = 4;
+const RETRY_AFTER_MAX_MS = 30_000;
+
+const ENTRY_FIELDS = ['type', 'id', 'path', 'date', 'actor', 'note'] as const;
+
+export interface MergedFromEntry {
+  type: string;
+  id?: string;
+  path?: string;
+  date?: string;
+  actor?: string;
+  note?: string;
+}
+
+/** What one file becomes. */
+export interface Draft {
+  path: string;
+  content: { text: string; frontmatter?: Frontmatter };
+  memoryKind?: MemoryKind;
+  episodeId?: string;
+  mergedFrom: MergedFromEntry[];
+}
+
+const isMapping = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+const describe = (value: unknown) => (typeof value === 'string' ? JSON.stringify(value) : `a ${Array.isArray(value) ? 'list' : typeof value}`);
+
+/** One `merged-from` entry as the API takes it, or why it cannot be sent. */
+function cleanEntry(entry: unknown, n: number): { entry?: MergedFromEntry; problems: string[] } {
+  if (!isMapping(entry)) return { problems: [`merged-from entry ${n} is ${entry === null ? 'empty' : describe(entry)}, not a mapping; dropped`] };
+  const problems: string[] = [];
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(entry)) {
+    if (!(ENTRY_FIELDS as readonly string[]).includes(key)) {
+      problems.push(`merged-from entry ${n}: field "${key}" is not one of ${ENTRY_FIELDS.join(', ')}; dropped`);
+    } else if (value !== null && value !== undefined) {
+      if (typeof value === 'string') out[key] = value;
+      else problems.push(`merged-from entry ${n}: ${key} is ${describe(value)}, not a string; dropped`);
+    }
+  }
+  // The API refuses both (an entry naming nothing could never cover an episode).
+  if (!out.type?.trim()) return { problems: [...problems, `merged-from entry ${n} has no type; dropped (the API refuses it)`] };
+  if (!out.id?.trim() && !out.path?.trim()) {
+    return { problems: [...problems, `merged-from entry ${n} has neither an id nor a path; dropped (the API refuses it)`] };
+  }
+  return { entry: out as unknown as MergedFromEntry, problems };
+}
+
+/**
+ * What a file becomes as a fact, and what could not be carried (each warning names the file).
+ * A frontmatter field carried whole into a fact field leaves `content.frontmatter`; one refused or
+ * carried only in part stays there too, so nothing in the file is lost. `id` names the episode of
+ * an episodic file without `episode_id` (as KiwiFS reads it), and stays in the frontmatter.
+ */
+export function draftFact(path: string, file: ParsedFile, episodesPrefix: string): { draft: Draft; warnings: string[] } {
+  const warnings: string[] = [];
+  const warn = (message: string) => warnings.push(`${path}: ${message}`);
+  if (file.yamlError) warn(`the frontmatter is not valid YAML (${file.yamlError}); the whole file is imported as text`);
+  const frontmatter = file.frontmatter ?? {};
+  const rest: Frontmatter = { ...frontmatter };
+  const draft: Draft = { path, content: { text: file.body }, mergedFrom: [] };
+
+  const kind = frontmatter.memory_kind;
+  if (typeof kind === 'string' && (memoryKinds as readonly string[]).includes(kind.trim().toLowerCase())) {
+    draft.memoryKind = kind.trim().toLowerCase() as MemoryKind;
+    delete rest.memory_kind;
+  } else if (kind !== undefined && kind !== null && !(typeof kind === 'string' && kind.trim() === '')) {
+    warn(`memory_kind ${describe(kind)} is not one of ${memoryKinds.join(', ')}; left out (kept in content.frontmatter)`);
+  }
+
+  const episodeId = frontmatter.episode_id;
+  if (typeof episodeId === 'string') {
+    if (episodeId.trim() !== '') {
+      draft.episodeId = episodeId.trim();
+      delete rest.episode_id;
+    }
+  } else if (episodeId !== undefined && episodeId !== null) {
+    warn(`episode_id is ${describe(episodeId)}, not a string; left out (kept in content.frontmatter)`);
+  }
+  if (draft.episodeId === undefined && typeof frontmatter.id === 'string' && frontmatter.id.trim() !== '') {
+    if (isEpisodic(draft.memoryKind, path, episodesPrefix)) draft.episodeId = frontmatter.id.trim();
+  }
+
+  if (Object.hasOwn(frontmatter, 'merged-from')) {
+    const { entries, unsupported } = mergedFromList(frontmatter['merged-from']);
+    if (unsupported) warn(`merged-from is ${describe(frontmatter['merged-from'])}, not a list of entries; left out (kept in content.frontmatter)`);
+    let whole = !unsupported;
+    entries.forEach((raw, i) => {
+      const { entry, problems } = cleanEntry(raw, i + 1);
+      for (const problem of problems) warn(problem);
+      if (problems.length > 0) whole = false;
+      if (entry) draft.mergedFrom.push(entry);
+    });
+    if (whole) delete rest['merged-from'];
+    else if (!unsupported) warn('merged-from is kept whole in content.frontmatter');
+  }
+
+  if (Object.keys(rest).length > 0) draft.content.frontmatter = rest;
+  // As the API will store it (JSON): NaN → null, -0 → 0, so the next run compares like with like.
+  draft.content = JSON.parse(JSON.stringify(draft.content)) as Draft['content'];
+  return { draft, warnings };
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+/** The API cannot be used at all (unreachable after retries, or not the Mnemo API): nothing else will work either. */
+class StopImport extends Error {}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const backoff = (attempt: number) => 250 * 2 ** (attempt - 1);
+
+function retryAfterMs(response: Response): number | undefined {
+  const header = response.headers.get('retry-after');
+  if (!header) return undefined;
+  const seconds = Number(header);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(header) - Date.now();
+  return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), RETRY_AFTER_MAX_MS) : undefined;
+}
+
+const networkCause = (error: unknown): string => {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+};
+
+/**
+ * fetch with a timeout, retrying what may be retried: network failures, 429/502/503/504 and a
+ * request still in flight under its idempotency key. Every write carries an `Idempotency-Key`,
+ * so a retry never writes twice. `onResponse` sees the response the caller gets.
+ */
+function retryingFetch(url: string, onResponse?: (response: Response) => void): typeof fetch {
+  return async (input, init) => {
+    for (let attempt = 1; ; attempt++) {
+      let response: Response;
+      try {
+        response = await fetch(input, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      } catch (error) {
+        if (attempt >= ATTEMPTS) throw new StopImport(`cannot reach ${url}: ${networkCause(error)}`);
+        await sleep(backoff(attempt));
+        continue;
+      }
+      const retry =
+        attempt < ATTEMPTS &&
+        ([429, 502, 503, 504].includes(response.status) ||
+          (response.status === 409 && (await response.clone().text()).includes('"idempotency-in-flight"')));
+      if (!retry) {
+        onResponse?.(response);
+        return response;
+      }
+      await response.body?.cancel();
+      await sleep(retryAfterMs(response) ?? backoff(attempt));
+    }
+  };
+}
+
+/** Stable JSON (sorted keys), so the same request always gets the same key. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (isMapping(value)) {
+    const keys = Object.keys(value).filter((key) => value[key] !== undefined).sort();
+    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+const idempotencyKey = (request: unknown) => `mnemo-import-${createHash('sha256').update(canonical(request)).digest('hex')}`;
+
+function chunks<T>(list: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One file
+
+type Status = 'created' | 'updated' | 'unchanged' | 'failed';
+
+interface Failure {
+  code: string;
+  message: string;
+  status?: number;
+  requestId?: string | undefined;
+  details?: { path?: string; message?: string }[];
+}
+
+interface Outcome {
+  status: Status;
+  warnings: string[];
+  failure?: Failure;
+}
+
+interface Importer {
+  root: string;
+  type: string;
+  episodesPrefix: string;
+  url: string;
+  token: string;
+  client: MnemoClient;
+}
+
+/** What supersede cannot change (type, memoryKind, episodeId) that differs between the fact and the file. */
+function fixedDifferences(fact: Fact, importer: Importer, draft: Draft): string[] {
+  const differences: string[] = [];
+  const show = (value: string | null | undefined) => (value == null ? 'none' : JSON.stringify(value));
+  if (fact.type !== importer.type) differences.push(`type ${show(fact.type)} (the import's is ${show(importer.type)})`);
+  if (fact.memoryKind !== (draft.memoryKind ?? null)) differences.push(`memoryKind ${show(fact.memoryKind)} (the file's is ${show(draft.memoryKind)})`);
+  if (fact.episodeId !== (draft.episodeId ?? null)) differences.push(`episodeId ${show(fact.episodeId)} (the file's is ${show(draft.episodeId)})`);
+  return differences;
+}
+
+async function supersede(importer: Importer, fact: Fact, content: Draft['content'], mergedFrom: MergedFromEntry[]): Promise<Fact> {
+  const body = { content, expectVersion: fact.version, ...(mergedFrom.length > 0 ? { mergedFrom } : {}) };
+  return importer.client.memory.facts.supersede(fact.id, body, { idempotencyKey: idempotencyKey({ id: fact.id, body }) });
+}
+
+async function create(importer: Importer, draft: Draft): Promise<void> {
+  // The API takes so many entries per request; the rest follow as supersedes.
+  const [first = [], ...more] = chunks(draft.mergedFrom, PROVENANCE_MAX);
+  const body: WriteFactInput = {
+    type: importer.type,
+    path: draft.path,
+    content: draft.content,
+    ...(draft.memoryKind ? { memoryKind: draft.memoryKind } : {}),
+    ...(draft.episodeId ? { episodeId: draft.episodeId } : {}),
+    ...(first.length > 0 ? { mergedFrom: first } : {}),
+  };
+  const key = idempotencyKey({ path: draft.path, body });
+  let replayed = false;
+  const writer = createClient({
+    baseUrl: importer.url,
+    token: importer.token,
+    fetch: retryingFetch(importer.url, (response) => (replayed = response.headers.get('idempotent-replayed') === 'true')),
+  });
+  let fact = await writer.memory.facts.write(body, { idempotencyKey: key });
+  if (replayed) {
+    // The same write within the key's 24 h, whose fact no path lookup found: deleted since? Then write it afresh.
+    const live = await importer.client.memory.facts.read(fact.id).then(
+      () => true,
+      (error: unknown) => {
+        if (error instanceof MnemoError && error.code === 'fact-not-found') return false;
+        throw error;
+      },
+    );
+    if (!live) fact = await importer.client.memory.facts.write(body, { idempotencyKey: `${key}-${randomUUID()}` });
+  }
+  for (const chunk of more) fact = await supersede(importer, fact, draft.content, chunk);
+}
+
+/**
+ * The fact holding `path`, if any. The lookup is the same request for every file, so a refusal of
+ * its shape (400, 404) or an answer that is no fact list means a wrong --url or an API without
+ * the path filter: every file would fail the same way, so the import stops.
+ */
+async function lookup(importer: Importer, path: string): Promise<FactList> {
+  let page: FactList | undefined;
+  try {
+    page = await importer.client.memory.facts.list({ path, limit: 1 });
+  } catch (error) {
+    if (error instanceof MnemoError && (error.status === 400 || error.status === 404)) {
+      throw new StopImport(`${importer.url} refused the lookup GET /v1/memory/facts?path=…: ${error.code} (${error.status}): ${error.message}`);
+    }
+    throw error;
+  }
+  if (!page || !Array.isArray(page.data)) throw new StopImport(`${importer.url} does not answer GET /v1/memory/facts with a list of facts: is it the Mnemo API?`);
+  return page;
+}
+
+async function importFile(importer: Importer, path: string): Promise<Outcome> {
+  const absolute = join(importer.root, path);
+  const { size } = await stat(absolute);
+  if (size > FILE_MAX_BYTES) {
+    return { status: 'failed', warnings: [], failure: { code: 'file-too-large', message: `${size} bytes; a fact's content holds at most 64 KiB` } };
+  }
+  const { draft, warnings } = draftFact(path, await readKnowledgeFile(absolute), importer.episodesPrefix);
+
+  const [fact] = (await lookup(importer, path)).data;
+  if (!fact) {
+    await create(importer, draft);
+    return { status: 'created', warnings };
+  }
+
+  const fixed = fixedDifferences(fact, importer, draft);
+  if (fixed.length > 0) {
+    warnings.push(
+      `${path}: fact ${fact.id} has ${fixed.join(', ')}; a supersede cannot change these, so only its content and merged-from follow the file (delete the fact and import again to change them)`,
+    );
+  }
+  const have = new Set(fact.mergedFrom.map(mergedFromEntryKey));
+  const fileKeys = new Set(draft.mergedFrom.map(mergedFromEntryKey));
+  const missing = draft.mergedFrom.filter((entry) => {
+    const key = mergedFromEntryKey(entry);
+    if (have.has(key)) return false;
+    have.add(key);
+    return true;
+  });
+  const stale = fact.mergedFrom.filter((entry) => !fileKeys.has(mergedFromEntryKey(entry))).length;
+  if (stale > 0) {
+    warnings.push(`${path}: fact ${fact.id} keeps ${stale} merged-from ${stale === 1 ? 'entry' : 'entries'} the file no longer lists (a fact's merged-from only grows)`);
+  }
+  if (missing.length === 0 && isDeepStrictEqual(fact.content, draft.content)) return { status: 'unchanged', warnings };
+
+  let current = fact;
+  const batches = missing.length > 0 ? chunks(missing, PROVENANCE_MAX) : [[]];
+  for (const batch of batches) current = await supersede(importer, current, draft.content, batch);
+  return { status: 'updated', warnings };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress and the command
+
+const STATUSES: Status[] = ['created', 'updated', 'unchanged', 'failed'];
+type Counts = Record<Status, number>;
+const summary = (counts: Counts) => STATUSES.map((status) => `${status} ${counts[status]}`).join(' / ');
+
+/** A bar on a terminal; otherwise a line every PROGRESS_EVERY files, for logs. */
+function progress(total: number) {
+  const tty = process.stderr.isTTY === true;
+  let drawn = 0;
+  return {
+    update(done: number, counts: Counts) {
+      if (!tty) {
+        if (done % PROGRESS_EVERY === 0 && done < total) process.stderr.write(`mnemo import: ${done}/${total} files (${summary(counts)})\n`);
+        return;
+      }
+      const now = Date.now();
+      if (done < total && now - drawn < 100) return;
+      drawn = now;
+      const width = 30;
+      const filled = total === 0 ? width : Math.round((done / total) * width);
+      process.stderr.write(`\r\x1b[2K[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total}  ${summary(counts)}`);
+    },
+    end() {
+      if (tty) process.stderr.write('\r\x1b[2K');
+    },
+  };
+}
+
+function failureOf(error: unknown): Failure {
+  if (error instanceof MnemoError) {
+    const details = Array.isArray(error.body.details) ? (error.body.details as Failure['details']) : undefined;
+    return { code: error.code, status: error.status, message: error.message, requestId: error.requestId, ...(details ? { details } : {}) };
+  }
+  const code = (error as NodeJS.ErrnoException).code;
+  return { code: typeof code === 'string' ? code : 'error', message: error instanceof Error ? error.message : String(error) };
+}
+
+function describeFailure(path: string, failure: Failure): string {
+  const status = failure.status !== undefined ? ` (${failure.status})` : '';
+  const request = failure.requestId ? ` [request ${failure.requestId}]` : '';
+  const lines = [`failed: ${path}: ${failure.code}${status}: ${failure.message}${request}`];
+  for (const detail of failure.details ?? []) lines.push(`    ${detail.path ? `${detail.path}: ` : ''}${detail.message ?? ''}`);
+  return lines.join('\n');
+}
+
+export async function importFolder(argv: string[]): Promise<void> {
+  return asCommand('mnemo import', () => run(argv));
+}
+
+async function run(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      root: { type: 'string' },
+      url: { type: 'string' },
+      token: { type: 'string' },
+      type: { type: 'string', default: DEFAULT_TYPE },
+      'episodes-prefix': { type: 'string' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (!values.root) throw new CommandLineError('--root is required (the knowledge folder, e.g. --root ./knowledge)');
+  if (!values.url) throw new CommandLineError('--url is required (the Mnemo API, e.g. --url http://localhost:3000)');
+  let url: URL;
+  try {
+    url = new URL(values.url);
+  } catch {
+    throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
+  const token = values.token || process.env.MNEMO_TOKEN;
+  if (!token) throw new CommandLineError('--token is required (or MNEMO_TOKEN): a bearer token allowed to write tenant-wide facts');
+  const type = FactTypeSchema.safeParse(values.type);
+  if (!type.success) throw new CommandLineError(`--type ${type.error.issues[0]?.message ?? 'is not a fact type'} (got "${values.type}")`);
+  await assertKnowledgeRoot(values.root);
+  const { prefix } = await resolveEpisodesPrefix(values.root, values['episodes-prefix']);
+
+  const baseUrl = values.url.replace(/\/+$/, '');
+  const importer: Importer = {
+    root: values.root,
+    type: type.data,
+    episodesPrefix: prefix,
+    url: baseUrl,
+    token,
+    client: createClient({ baseUrl, token, fetch: retryingFetch(baseUrl) }),
+  };
+
+  // Paths only (small); each file is read when its turn comes.
+  const paths: string[] = [];
+  for await (const path of walkKnowledgeFiles(values.root)) paths.push(path);
+  process.stderr.write(`mnemo import: ${paths.length} markdown files from ${values.root} to ${baseUrl} as ${importer.type}\n`);
+
+  const outcomes: (Outcome | undefined)[] = new Array(paths.length);
+  const counts: Counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
+  const bar = progress(paths.length);
+  let next = 0;
+  let done = 0;
+  let fatal: string | undefined;
+
+  async function worker(): Promise<void> {
+    while (fatal === undefined && next < paths.length) {
+      const index = next++;
+      const path = paths[index]!;
+      let outcome: Outcome;
+      try {
+        outcome = await importFile(importer, path);
+      } catch (error) {
+        // Nothing will work without the API or with a refused token: stop rather than fail every file.
+        if (error instanceof StopImport) fatal = error.message;
+        else if (error instanceof MnemoError && error.status === 401) fatal = `the API refused the token: ${error.code} (401): ${error.message}`;
+        if (fatal !== undefined) return;
+        outcome = { status: 'failed', warnings: [], failure: failureOf(error) };
+      }
+      outcomes[index] = outcome;
+      counts[outcome.status]++;
+      bar.update(++done, counts);
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, paths.length) }, worker));
+  bar.end();
+
+  outcomes.forEach((outcome) => {
+    for (const warning of outcome?.warnings ?? []) process.stderr.write(`warning: ${warning}\n`);
+  });
+  outcomes.forEach((outcome, i) => {
+    if (outcome?.failure) process.stderr.write(`${describeFailure(paths[i]!, outcome.failure)}\n`);
+  });
+  if (fatal !== undefined) {
+    process.stderr.write(`mnemo import: stopped after ${done} of ${paths.length} files: ${fatal}\n`);
+  }
+  process.stdout.write(`${summary(counts)}\n`);
+  if (fatal !== undefined || counts.failed > 0) process.exitCode = 1;
+}
