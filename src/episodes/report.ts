@@ -38,7 +38,7 @@ export async function coverageReport(
 ): Promise<CoverageReport> {
   const prefix = normalizeEpisodesPrefix(params.episodesPrefix);
   const corpus = and(visibleTo(ctx.principal, facts), live(), params.scope ? appliesIn(params.scope) : undefined)!;
-  const episodic = sql`(${facts.memoryKind} = 'episodic' or (${facts.memoryKind} is distinct from 'semantic' and ${facts.memoryKind} is distinct from 'consolidation' and left(${facts.path}, ${prefix.length}) = ${prefix}))`;
+  const episodic = sql`(${facts.memoryKind} = 'episodic' or (${facts.memoryKind} is distinct from 'semantic' and ${facts.memoryKind} is distinct from 'consolidation' and starts_with(${facts.path}, ${prefix})))`;
 
   return inTenantTransaction(
     ctx,
