@@ -44,8 +44,9 @@ async function main(): Promise<void> {
   });
 
   const server = serve({ fetch: app.fetch, port: config.port }, (info) => {
-    logger.info('api listening', { port: info.port });
+    // The search line first: whoever waits for "api listening" has it by then.
     process.stdout.write(`  ${describeSearch(config)}\n`);
+    logger.info('api listening', { port: info.port });
   });
 
   onShutdown('api', logger, config.shutdownTimeoutMs, async () => {
