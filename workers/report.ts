@@ -17,7 +17,8 @@ export function reportHandler({ db }: { db: Db }): JobHandler<ReportPayload> {
       return await runReport(db, payload.tenantId, reportId);
     } catch (error) {
       if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
-        await failReport(db, payload.tenantId, reportId, job.id).catch((e: unknown) => logger.warn('could not mark the report failed', { error: String(e) }));
+        logger.error('report failed for good', { tenantId: payload.tenantId, reportId, error });
+        await failReport(db, payload.tenantId, reportId).catch((e: unknown) => logger.warn('could not mark the report failed', { error: String(e) }));
       }
       throw error;
     }

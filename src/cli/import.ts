@@ -14,7 +14,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
-import { type MemoryKind, memoryKinds } from '../db/schema/facts.ts';
+import { type MemoryKind, memoryKinds, type ProvenanceRef } from '../db/schema/facts.ts';
 import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../episodes/coverage.ts';
 import { assertKnowledgeRoot, type Frontmatter, type ParsedFile, readKnowledgeFile, resolveEpisodesPrefix, walkKnowledgeFiles } from '../episodes/files.ts';
 import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
@@ -33,29 +33,20 @@ const RETRY_AFTER_MAX_MS = 30_000;
 
 const ENTRY_FIELDS = ['type', 'id', 'path', 'date', 'actor', 'note'] as const;
 
-export interface MergedFromEntry {
-  type: string;
-  id?: string;
-  path?: string;
-  date?: string;
-  actor?: string;
-  note?: string;
-}
-
 /** What one file becomes. */
 export interface Draft {
   path: string;
   content: { text: string; frontmatter?: Frontmatter };
   memoryKind?: MemoryKind;
   episodeId?: string;
-  mergedFrom: MergedFromEntry[];
+  mergedFrom: ProvenanceRef[];
 }
 
 const isMapping = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 const describe = (value: unknown) => (typeof value === 'string' ? JSON.stringify(value) : `a ${Array.isArray(value) ? 'list' : typeof value}`);
 
 /** One `merged-from` entry as the API takes it, or why it cannot be sent. */
-function cleanEntry(entry: unknown, n: number): { entry?: MergedFromEntry; problems: string[] } {
+function cleanEntry(entry: unknown, n: number): { entry?: ProvenanceRef; problems: string[] } {
   if (!isMapping(entry)) return { problems: [`merged-from entry ${n} is ${entry === null ? 'empty' : describe(entry)}, not a mapping; dropped`] };
   const problems: string[] = [];
   const out: Record<string, string> = {};
@@ -72,7 +63,7 @@ function cleanEntry(entry: unknown, n: number): { entry?: MergedFromEntry; probl
   if (!out.id?.trim() && !out.path?.trim()) {
     return { problems: [...problems, `merged-from entry ${n} has neither an id nor a path; dropped (the API refuses it)`] };
   }
-  return { entry: out as unknown as MergedFromEntry, problems };
+  return { entry: out as unknown as ProvenanceRef, problems };
 }
 
 /**
@@ -238,7 +229,7 @@ function fixedDifferences(fact: Fact, importer: Importer, draft: Draft): string[
   return differences;
 }
 
-async function supersede(importer: Importer, fact: Fact, content: Draft['content'], mergedFrom: MergedFromEntry[]): Promise<Fact> {
+async function supersede(importer: Importer, fact: Fact, content: Draft['content'], mergedFrom: ProvenanceRef[]): Promise<Fact> {
   const body = { content, expectVersion: fact.version, ...(mergedFrom.length > 0 ? { mergedFrom } : {}) };
   return importer.client.memory.facts.supersede(fact.id, body, { idempotencyKey: idempotencyKey({ id: fact.id, body }) });
 }

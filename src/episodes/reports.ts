@@ -67,7 +67,7 @@ function toStatus(row: ReportRow): ReportStatus {
     progress: { done: row.progressDone, total: row.progressTotal },
     startedAt: row.startedAt?.toISOString() ?? null,
     result: (row.result as CoverageReport | null) ?? null,
-    error: row.errorCode,
+    error: row.errorCode && `The report could not be computed (${row.errorCode}); operators find the cause in the worker log under report ${row.id}`,
   };
 }
 
@@ -170,12 +170,12 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
   return 'completed';
 }
 
-/** Marks a report failed for good. The message is for the tenant: no internals. */
-export async function failReport(db: Db, tenantId: string, reportId: string, jobId: string | undefined): Promise<void> {
+/** Marks a report failed for good; the cause stays in the worker's log, not in the tenant's answer. */
+export async function failReport(db: Db, tenantId: string, reportId: string): Promise<void> {
   await withTenant(db, tenantId, (tx) =>
     tx
       .update(coverageReports)
-      .set({ status: 'failed', errorCode: `The report could not be computed; operators find the cause under job ${jobId ?? 'unknown'} in the worker log`, finishedAt: sql`clock_timestamp()` })
+      .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
       .where(and(eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running']))),
   );
 }

@@ -4,7 +4,7 @@
  * reports and their nightly schedule.
  */
 import { z } from '@hono/zod-openapi';
-import { IdSchema, ScopeInputSchema } from '../memory/schemas.ts';
+import { ScopeInputSchema, scopeKeys } from '../memory/schemas.ts';
 
 /** Lists longer than this need `limit`; counts are always complete. */
 export const REPORT_LIST_DEFAULT = 1000;
@@ -20,14 +20,6 @@ const nonNegativeInt = (name: string, max: number) =>
     .pipe(z.number().max(max, `${name} must be at most ${max}`));
 
 const prefix = z.string().max(1024, 'must be at most 1024 characters');
-const scopeKeys = {
-  orgId: IdSchema.optional(),
-  projectId: IdSchema.optional(),
-  userId: IdSchema.optional(),
-  participantId: IdSchema.optional(),
-  threadId: IdSchema.optional(),
-  sessionId: IdSchema.optional(),
-};
 
 /** `GET /v1/memory/report`. */
 export const ReportQuerySchema = z.strictObject({

@@ -117,10 +117,9 @@ export interface EpisodeRouteDeps {
   queues?: Queues | undefined;
 }
 
-const scopeOf = (query: ScopeFilter): ScopeFilter | undefined => {
-  const scope = Object.fromEntries(
-    (['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const).flatMap((key) => (query[key] === undefined ? [] : [[key, query[key]]])),
-  );
+/** The scope keys a report query gave, or none (every fact the caller can read takes part). */
+const scopeOf = (keys: ScopeFilter): ScopeFilter | undefined => {
+  const scope = Object.fromEntries(Object.entries(keys).filter(([, value]) => value !== undefined));
   return Object.keys(scope).length > 0 ? scope : undefined;
 };
 

@@ -26,7 +26,8 @@ export const TimestampSchema = z.iso
   .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z' })
   .openapi({ example: '2026-01-31T12:00:00Z' });
 
-const scopeKeys = {
+/** The scope keys, each optional: for scopes as written and scope filters in queries. */
+export const scopeKeys = {
   orgId: IdSchema.optional(),
   projectId: IdSchema.optional(),
   userId: IdSchema.optional(),

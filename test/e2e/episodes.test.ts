@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coverageReport } from '../../src/episodes/report.ts';
-import { nightlySchedulerId } from '../../src/episodes/reports.ts';
+import { nightlySchedulerId, requestReport } from '../../src/episodes/reports.ts';
 import { reportQueue } from '../../src/jobs/queues.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
 import { reportHandler } from '../../workers/report.ts';
@@ -245,6 +245,27 @@ describe('episodic memory', () => {
       expect((await api.request('GET', '/v1/memory/reports', { token: other })).body.data).toEqual([]);
       const { admin: stranger } = await api.newTenant('stranger');
       expect((await api.request('GET', `/v1/memory/reports/${mine.body.id}`, { token: stranger })).status).toBe(404);
+    });
+
+    it('a report whose last attempt fails says so, without the internal cause', async () => {
+      const { tenantId, admin } = await api.newTenant('jobfail');
+      const owner = api.db.admin;
+      // Recorded without handing it to the queue, so only this test's call runs it.
+      const principal = { tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } };
+      const { report: queued } = await requestReport({ db: api.db.app.db, principal }, {});
+      await owner`alter function mnemo_episode_keys(text, text) rename to mnemo_episode_keys_away`;
+      try {
+        const lastAttempt = { id: 'report-fail-1', name: reportQueue.name, timestamp: Date.now(), attemptsMade: 2, opts: { attempts: 3 } };
+        await expect(
+          reportHandler({ db: api.db.app.db })({ tenantId, reportId: queued.id }, { job: lastAttempt as never, logger: createLogger('error', {}, () => {}) }),
+        ).rejects.toThrow(/mnemo_episode_keys/);
+      } finally {
+        await owner`alter function mnemo_episode_keys_away(text, text) rename to mnemo_episode_keys`;
+      }
+      const failed = (await api.request('GET', `/v1/memory/reports/${queued.id}`, { token: admin })).body;
+      expect(failed).toMatchObject({ status: 'failed', result: null });
+      expect(failed.error).toMatch(/^The report could not be computed \(internal\)/);
+      expect(failed.error).not.toMatch(/mnemo_episode_keys|function/);
     });
 
     it.each([
