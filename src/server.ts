@@ -11,7 +11,7 @@ import { assertRestrictedRole, connect } from './db/client.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
 import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
-import { createRedis } from './jobs/redis.ts';
+import { createRedis, promptly } from './jobs/redis.ts';
 import { createLogger, type Logger } from './log.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 
@@ -69,14 +69,8 @@ function embeddingServices(config: Config, queues: Queues, logger: Logger): Embe
     embedder: {
       embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]!,
     },
-    schedule: async (tenantId, fact) => {
-      // Redis being away delays the vector, never the write (nor its answer, past a second):
-      // the reconciler finds the fact later.
-      const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('Redis did not answer in 1 s')), 1000).unref());
-      await Promise.race([scheduleEmbedding(queues, tenantId, [fact]), timeout]).catch((error: unknown) =>
-        logger.warn('could not queue embedding; the reconciler will', { tenantId, factId: fact.id, error: String(error) }),
-      );
-    },
+    // Redis being away delays the vector, never the write: the reconciler finds the fact later.
+    schedule: (tenantId, fact) => promptly(scheduleEmbedding(queues, tenantId, [fact]), logger, 'queue embedding', { tenantId, factId: fact.id }),
     configured: { model: config.embeddings.model, endpoint: config.embeddings.url },
   };
 }

@@ -18,6 +18,7 @@ import {
 } from '../episodes/schemas.ts';
 import { dispatchOutbox } from '../jobs/outbox.ts';
 import type { Queues } from '../jobs/queues.ts';
+import { promptly } from '../jobs/redis.ts';
 import { syncNightlyScheduler } from '../jobs/report-jobs.ts';
 import type { Logger } from '../log.ts';
 import type { ScopeFilter } from '../memory/conditions.ts';
@@ -122,15 +123,6 @@ const scopeOf = (keys: ScopeFilter): ScopeFilter | undefined => {
   const scope = Object.fromEntries(Object.entries(keys).filter(([, value]) => value !== undefined));
   return Object.keys(scope).length > 0 ? scope : undefined;
 };
-
-/**
- * Redis being slow or away delays a background report, never the request (past a second):
- * the work is already in the outbox, and the reconciler hands it over later.
- */
-async function promptly(work: Promise<unknown>, logger: Logger, what: string): Promise<void> {
-  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('Redis did not answer in 1 s')), 1000).unref());
-  await Promise.race([work, timeout]).catch((error: unknown) => logger.warn(`could not ${what} now; the reconciler will`, { error: String(error) }));
-}
 
 export function episodeRoutes({ db, logger, queues }: EpisodeRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
