@@ -46,27 +46,35 @@ export class ReportNotFound extends AppError {
 /** The params a report runs with: the lists are cut to the default unless the request says otherwise. */
 const withDefaults = (params: ReportRequest): ReportRequest => ({ limit: REPORT_LIST_DEFAULT, ...params });
 
-function toSummary(row: ReportRow): ReportSummary {
-  const result = row.result as CoverageReport | null;
-  return {
-    id: row.id,
-    status: row.status,
-    scheduled: row.scheduled,
-    requestedBy: (row.principal as Principal).sub,
-    createdAt: row.createdAt.toISOString(),
-    finishedAt: row.finishedAt?.toISOString() ?? null,
-    episodicCount: result?.episodic_count ?? null,
-    unmergedCount: row.unmergedCount,
-  };
+/** The columns of a report's summary: the history lists them without reading stored results. */
+const summaryColumns = {
+  id: coverageReports.id,
+  status: coverageReports.status,
+  scheduled: coverageReports.scheduled,
+  requestedBy: sql<string>`${coverageReports.principal}->>'sub'`,
+  createdAt: coverageReports.createdAt,
+  finishedAt: coverageReports.finishedAt,
+  episodicCount: sql<number | null>`(${coverageReports.result}->>'episodic_count')::int`,
+  unmergedCount: coverageReports.unmergedCount,
+};
+
+interface SummaryRow extends Pick<ReportRow, 'id' | 'status' | 'scheduled' | 'createdAt' | 'finishedAt' | 'unmergedCount'> {
+  requestedBy: string;
+  episodicCount: number | null;
+}
+
+function toSummary(row: SummaryRow): ReportSummary {
+  return { ...row, createdAt: row.createdAt.toISOString(), finishedAt: row.finishedAt?.toISOString() ?? null };
 }
 
 function toStatus(row: ReportRow): ReportStatus {
+  const result = row.result as CoverageReport | null;
   return {
-    ...toSummary(row),
+    ...toSummary({ ...row, requestedBy: (row.principal as Principal).sub, episodicCount: result?.episodic_count ?? null }),
     params: row.params as ReportRequest,
     progress: { done: row.progressDone, total: row.progressTotal },
     startedAt: row.startedAt?.toISOString() ?? null,
-    result: (row.result as CoverageReport | null) ?? null,
+    result,
     error: row.errorCode && `The report could not be computed (${row.errorCode}); operators find the cause in the worker log under report ${row.id}`,
   };
 }
@@ -114,7 +122,7 @@ export async function listReports(ctx: MemoryContext, query: { limit?: number | 
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
   return inTenantTransaction(ctx, async (tx) => {
     const rows = await tx
-      .select()
+      .select(summaryColumns)
       .from(coverageReports)
       .where(and(readableBy(ctx.principal), after ? lt(coverageReports.id, after) : undefined))
       .orderBy(desc(coverageReports.id))

@@ -221,10 +221,12 @@ describe('episodic memory', () => {
 
       const history = await api.request('GET', '/v1/memory/reports', { token: admin });
       expect(history.status).toBe(200);
-      expect(history.body.data.map((r: { id: string; unmergedCount: number }) => [r.id, r.unmergedCount])).toEqual([
-        [second.id, 1],
-        [first.id, 2],
+      expect(history.body.data.map((r: { id: string; episodicCount: number; unmergedCount: number }) => [r.id, r.episodicCount, r.unmergedCount])).toEqual([
+        [second.id, 2, 1],
+        [first.id, 2, 2],
       ]);
+      expect(history.body.data[0]).toMatchObject({ status: 'completed', scheduled: false, requestedBy: 'admin-1' });
+      expect(history.body.data[0]).not.toHaveProperty('result');
       const page = await api.request('GET', '/v1/memory/reports?limit=1', { token: admin });
       expect(page.body.hasMore).toBe(true);
       const rest = await api.request('GET', `/v1/memory/reports?limit=1&cursor=${page.body.nextCursor}`, { token: admin });
