@@ -75,6 +75,14 @@ const environmentSchema = z
       (value) => (value === undefined || value === '' ? 30_000 : value),
       z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
     ),
+    MNEMO_RETENTION_EVERY_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 3_600_000 : value),
+      z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
+    ),
+    MNEMO_PURGE_GRACE_DAYS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 7 : value),
+      z.coerce.number().min(0, 'must be 0 or more').max(3650, 'must be at most 3650'),
+    ),
     MNEMO_JOB_LOCK_MS: z.preprocess(
       (value) => (value === undefined || value === '' ? 30_000 : value),
       z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
@@ -115,6 +123,10 @@ export interface Config {
   queuePrefix: string;
   /** How often the reconciler runs. */
   reconcileEveryMs: number;
+  /** How often the retention sweep runs. */
+  retentionEveryMs: number;
+  /** How long the content of a deleted or expired fact is kept before the sweep purges it. */
+  purgeGraceMs: number;
   /** How long a worker holds a job before BullMQ deems it stalled (its worker died) and runs it again. */
   jobLockMs: number;
   /** How long shutdown may take before the process exits anyway. */
@@ -185,6 +197,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
     logLevel: e.LOG_LEVEL,
     queuePrefix: e.MNEMO_QUEUE_PREFIX,
     reconcileEveryMs: e.MNEMO_RECONCILE_EVERY_MS,
+    retentionEveryMs: e.MNEMO_RETENTION_EVERY_MS,
+    purgeGraceMs: e.MNEMO_PURGE_GRACE_DAYS * 24 * 3600 * 1000,
     jobLockMs: e.MNEMO_JOB_LOCK_MS,
     shutdownTimeoutMs: e.MNEMO_SHUTDOWN_TIMEOUT_MS,
   };

@@ -5,7 +5,7 @@
  */
 import { loadConfig } from '../src/config.ts';
 import { assertRestrictedRole, connect } from '../src/db/client.ts';
-import { closeQueues, createQueues, queueDefinitions, reconcileQueue } from '../src/jobs/queues.ts';
+import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQueue } from '../src/jobs/queues.ts';
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
 import { createEmbeddingProviders } from '../src/embeddings/registry.ts';
@@ -28,6 +28,7 @@ async function main(): Promise<void> {
     queues,
     providers,
     embedBatch: config.embeddings.kind === 'openai-compat' ? config.embeddings.batchSize : undefined,
+    purgeGraceMs: config.purgeGraceMs,
   });
   const workers = startWorkers({
     definitions: queueDefinitions,
@@ -39,20 +40,26 @@ async function main(): Promise<void> {
     lockMs: config.jobLockMs,
   });
 
-  const reconcile = queues.get(reconcileQueue.name)!;
-  const scheduleReconcile = async () => {
-    await reconcile.upsertJobScheduler('reconcile', { every: config.reconcileEveryMs }, { name: reconcileQueue.name, data: { payload: {} } });
-    // A pass now, too: whatever Redis lost is found without waiting a period.
-    await reconcile.add(reconcileQueue.name, { payload: {} });
+  // The repeatable jobs, each with a pass now too (whatever Redis lost is found without waiting
+  // a period, and due retention runs at once).
+  const repeatable = [
+    { queue: queues.get(reconcileQueue.name)!, every: config.reconcileEveryMs },
+    { queue: queues.get(retentionQueue.name)!, every: config.retentionEveryMs },
+  ];
+  const schedule = async ({ queue, every }: (typeof repeatable)[number]) => {
+    await queue.upsertJobScheduler(queue.name, { every }, { name: queue.name, data: { payload: {} } });
+    await queue.add(queue.name, { payload: {} });
   };
-  await scheduleReconcile();
-  // The schedule itself lives in Redis: if Redis loses its data while we run, put it back.
+  for (const entry of repeatable) await schedule(entry);
+  // The schedules themselves live in Redis: if Redis loses its data while we run, put them back.
   const watchdog = setInterval(() => {
     void (async () => {
-      if (await reconcile.getJobScheduler('reconcile')) return;
-      logger.warn('reconcile schedule missing from Redis; restoring it');
-      await scheduleReconcile();
-    })().catch((error: unknown) => logger.warn('could not check the reconcile schedule', { error: String(error) }));
+      for (const entry of repeatable) {
+        if (await entry.queue.getJobScheduler(entry.queue.name)) continue;
+        logger.warn(`${entry.queue.name} schedule missing from Redis; restoring it`);
+        await schedule(entry);
+      }
+    })().catch((error: unknown) => logger.warn('could not check the repeatable schedules', { error: String(error) }));
   }, config.reconcileEveryMs);
   watchdog.unref();
   logger.info('worker started', {

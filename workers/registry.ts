@@ -1,11 +1,12 @@
 import type { Db } from '../src/db/client.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
-import { embedQueue, type Queues, reconcileQueue, reembedQueue, reportQueue } from '../src/jobs/queues.ts';
+import { embedQueue, type Queues, reconcileQueue, reembedQueue, reportQueue, retentionQueue } from '../src/jobs/queues.ts';
 import type { HandlerRegistry } from '../src/jobs/worker.ts';
 import { embedHandler } from './embed.ts';
 import { reconcileHandler } from './reconcile.ts';
 import { reembedHandler } from './reembed.ts';
 import { reportHandler } from './report.ts';
+import { retentionHandler } from './retention.ts';
 
 export interface WorkerDeps {
   db: Db;
@@ -13,10 +14,12 @@ export interface WorkerDeps {
   /** Absent when this deployment has no embeddings. */
   providers?: EmbeddingProviders | undefined;
   embedBatch?: number;
+  /** How long deleted and expired content is kept before the retention sweep purges it (default 7 days). */
+  purgeGraceMs?: number;
 }
 
 /** The handler of every queue, by name. The worker checks it against the queue list at startup. */
-export function createHandlerRegistry({ db, queues, providers, embedBatch = 64 }: WorkerDeps): HandlerRegistry {
+export function createHandlerRegistry({ db, queues, providers, embedBatch = 64, purgeGraceMs = 7 * 24 * 3600 * 1000 }: WorkerDeps): HandlerRegistry {
   return {
     [reconcileQueue.name]: reconcileHandler({
       db,
@@ -26,5 +29,6 @@ export function createHandlerRegistry({ db, queues, providers, embedBatch = 64 }
     [embedQueue.name]: embedHandler({ db, providers }),
     [reembedQueue.name]: reembedHandler({ db, providers, batch: embedBatch }),
     [reportQueue.name]: reportHandler({ db }),
+    [retentionQueue.name]: retentionHandler({ db, purgeGraceMs }),
   };
 }

@@ -65,10 +65,20 @@ export const reportQueue = defineQueue({
 });
 
 /**
- * The queues this build runs. The worker refuses to start unless each has a handler.
- * retention and erasure (DESIGN §9) join as their features land.
+ * retention: the sweep that expires facts and purges deleted and expired content (DESIGN §4).
+ * Repeatable, every tenant per run; a failed run is redone by the next tick.
  */
-export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue, reportQueue];
+export const retentionQueue = defineQueue({
+  name: 'retention',
+  payload: z.object({}).strict(),
+  jobOptions: { attempts: 1, ...keepFinished },
+});
+
+/**
+ * The queues this build runs. The worker refuses to start unless each has a handler.
+ * erasure (DESIGN §9) joins as its feature lands.
+ */
+export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue, reportQueue, retentionQueue];
 
 /**
  * Adds a job under a deterministic id, so the same work is never queued twice. BullMQ ignores an

@@ -436,6 +436,15 @@ export async function deleteFact(ctx: MemoryContext, id: string, options: Delete
   });
 }
 
+/**
+ * Closes a fact the retention sweep found past its expiry, as a delete does but with reason
+ * "expired". The caller holds the row's lock and has checked it is not under legal hold.
+ */
+export async function expireFact(tx: Tx, current: FactRow): Promise<Fact> {
+  const now = await clock(tx);
+  return writeRevision(tx, current, { invalidatedAt: now, invalidationReason: 'expired', recordedAt: now });
+}
+
 export async function listRevisions(ctx: MemoryContext, id: string): Promise<{ data: Fact[] }> {
   return inTenantTransaction(ctx, async (tx) => {
     const [current] = await tx.select({ id: facts.id }).from(facts).where(visibleLive(ctx.principal, id));

@@ -30,6 +30,8 @@ describe('loadConfig', () => {
       logLevel: 'info',
       queuePrefix: 'mnemo',
       reconcileEveryMs: 30_000,
+      retentionEveryMs: 3_600_000,
+      purgeGraceMs: 7 * 24 * 3600 * 1000,
       jobLockMs: 30_000,
       shutdownTimeoutMs: 10_000,
     });
@@ -80,10 +82,17 @@ describe('loadConfig', () => {
     ],
     [{ LOG_LEVEL: 'loud' }, 'Invalid configuration: LOG_LEVEL must be debug, info, warn or error'],
     [{ MNEMO_QUEUE_PREFIX: 'a:b' }, 'Invalid configuration: MNEMO_QUEUE_PREFIX must be 1 to 64 of A-Z a-z 0-9 _ -'],
+    [{ MNEMO_PURGE_GRACE_DAYS: '-1' }, 'Invalid configuration: MNEMO_PURGE_GRACE_DAYS must be 0 or more'],
+    [{ MNEMO_RETENTION_EVERY_MS: '10' }, 'Invalid configuration: MNEMO_RETENTION_EVERY_MS must be at least 1000'],
   ])('stops on %j with one line naming the variable', (override, message) => {
     const text = failure(() => loadConfig({ ...base, ...override }, 'api'));
     expect(text).toBe(message);
     expect(text).not.toContain('\n');
+  });
+
+  it('reads the purge grace in days, 0 allowed (purge as soon as the sweep runs)', () => {
+    expect(loadConfig({ ...base, MNEMO_PURGE_GRACE_DAYS: '0' }, 'worker').purgeGraceMs).toBe(0);
+    expect(loadConfig({ ...base, MNEMO_PURGE_GRACE_DAYS: '1.5' }, 'worker').purgeGraceMs).toBe(36 * 3600 * 1000);
   });
 
   it('counts the secret in UTF-8 bytes', () => {
