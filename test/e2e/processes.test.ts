@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { queueDefinitions } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { freePort, runProcess, startProcess } from '../helpers/process.ts';
 
 const secret = 'e2e-secret-that-is-at-least-32-bytes-long';
@@ -83,6 +84,24 @@ describe('processes as operators run them', () => {
     }
     expect(await worker.exited).toBe(0);
     expect(worker.stdout()).toContain('"worker stopped"');
+  });
+
+  it('npm run worker: its retention pass at start expires a due fact and, with no grace, purges its content', async () => {
+    const tenantId = uniqueTenant('retention');
+    const due = await insertFact(t.app.db, tenantId, { expiresAt: new Date(Date.now() - 60_000) });
+    const kept = await insertFact(t.app.db, tenantId, { expiresAt: new Date(Date.now() - 60_000), legalHold: true });
+    const worker = startProcess('workers/index.ts', [], { ...env, MNEMO_PURGE_GRACE_DAYS: '0' });
+    try {
+      await worker.waitFor('"retention swept"', 30_000);
+    } finally {
+      worker.child.kill('SIGTERM');
+    }
+    expect(await worker.exited).toBe(0);
+    const rows = await t.admin<{ id: string; version: number; content: unknown; invalidation_reason: string | null }[]>`
+      select id, version, content, invalidation_reason from facts where tenant_id = ${tenantId} order by id`;
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    expect(byId.get(due.id)).toMatchObject({ version: 2, content: null, invalidation_reason: 'expired' });
+    expect(byId.get(kept.id)).toMatchObject({ version: 1, content: kept.content, invalidation_reason: null });
   });
 
   it('mnemo token: mints a token the secret verifies, with the grants asked for', async () => {
