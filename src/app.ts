@@ -8,6 +8,7 @@ import { authenticate } from './http/auth.ts';
 import type { AppEnv } from './http/context.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
 import { episodeRoutes } from './http/episodes.ts';
+import { erasureRoutes } from './http/erasures.ts';
 import { factRoutes } from './http/facts.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
@@ -36,10 +37,12 @@ export interface AppDependencies {
   embeddings?: EmbeddingServices | undefined;
   /** Producer handles for work the API queues (background reports); absent, the reconciler queues it. */
   queues?: Queues | undefined;
+  /** The erasure HMAC key (MNEMO_ERASURE_KEY); without it erasure requests answer 503. */
+  erasureKey?: string | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings, queues }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings, queues, erasureKey }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
 
   app.use('*', requestId());
@@ -59,9 +62,10 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
     );
     app.use(path, authenticate(verifyToken));
   }
-  app.route('/', factRoutes(db, embeddings?.schedule));
+  app.route('/', factRoutes({ db, scheduleEmbedding: embeddings?.schedule, erasureKey }));
   app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured }));
   app.route('/', episodeRoutes({ db, logger, queues }));
+  app.route('/', erasureRoutes({ db, logger, queues, erasureKey }));
   // MCP over streamable HTTP: its own body limit and bearer check (401 with WWW-Authenticate).
   app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES }));
 

@@ -49,6 +49,13 @@ const environmentSchema = z
         .refine((secret) => Buffer.byteLength(secret, 'utf8') >= 32, 'must be at least 32 bytes')
         .optional(),
     ),
+    MNEMO_ERASURE_KEY: z.preprocess(
+      (value) => (value === '' ? undefined : value),
+      z
+        .string()
+        .refine((key) => Buffer.byteLength(key, 'utf8') >= 32, 'must be at least 32 bytes')
+        .optional(),
+    ),
     MNEMO_JWKS_URL: optionalUrl(httpUrl),
     MNEMO_JWT_ISSUER: optionalText,
     MNEMO_JWT_AUDIENCE: optionalText,
@@ -123,6 +130,11 @@ export interface Config {
   queuePrefix: string;
   /** How often the reconciler runs. */
   reconcileEveryMs: number;
+  /**
+   * The HMAC key erasure records hash a person's or conversation's id with (DESIGN §10). Without
+   * it, erasure is off: requests answer 503.
+   */
+  erasureKey: string | undefined;
   /** How often the retention sweep runs. */
   retentionEveryMs: number;
   /** How long the content of a deleted or expired fact is kept before the sweep purges it. */
@@ -197,6 +209,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
     logLevel: e.LOG_LEVEL,
     queuePrefix: e.MNEMO_QUEUE_PREFIX,
     reconcileEveryMs: e.MNEMO_RECONCILE_EVERY_MS,
+    erasureKey: e.MNEMO_ERASURE_KEY,
     retentionEveryMs: e.MNEMO_RETENTION_EVERY_MS,
     purgeGraceMs: e.MNEMO_PURGE_GRACE_DAYS * 24 * 3600 * 1000,
     jobLockMs: e.MNEMO_JOB_LOCK_MS,

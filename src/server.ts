@@ -32,6 +32,7 @@ async function main(): Promise<void> {
     logger,
     embeddings,
     queues,
+    erasureKey: config.erasureKey,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {

@@ -1,8 +1,9 @@
 import type { Db } from '../src/db/client.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
-import { embedQueue, type Queues, reconcileQueue, reembedQueue, reportQueue, retentionQueue } from '../src/jobs/queues.ts';
+import { embedQueue, erasureQueue, type Queues, reconcileQueue, reembedQueue, reportQueue, retentionQueue } from '../src/jobs/queues.ts';
 import type { HandlerRegistry } from '../src/jobs/worker.ts';
 import { embedHandler } from './embed.ts';
+import { erasureHandler } from './erasure.ts';
 import { reconcileHandler } from './reconcile.ts';
 import { reembedHandler } from './reembed.ts';
 import { reportHandler } from './report.ts';
@@ -30,5 +31,6 @@ export function createHandlerRegistry({ db, queues, providers, embedBatch = 64, 
     [reembedQueue.name]: reembedHandler({ db, providers, batch: embedBatch }),
     [reportQueue.name]: reportHandler({ db }),
     [retentionQueue.name]: retentionHandler({ db, purgeGraceMs }),
+    [erasureQueue.name]: erasureHandler({ db }),
   };
 }

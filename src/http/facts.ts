@@ -138,7 +138,15 @@ const revisionsRoute = createRoute({
 });
 
 /** The facts routes: each parses, authorises via the principal, calls one domain verb. */
-export function factRoutes(db: Db, scheduleEmbedding?: (tenantId: string, fact: { id: string; version: number }) => Promise<void>) {
+export interface FactRouteDeps {
+  db: Db;
+  /** Queues vectors for a fact just written, when this runtime has embeddings. */
+  scheduleEmbedding?: ((tenantId: string, fact: { id: string; version: number }) => Promise<void>) | undefined;
+  /** When erasure is on: writes naming someone being erased answer 409. */
+  erasureKey?: string | undefined;
+}
+
+export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   /** New content wants a vector: queued once the write has committed (a replay queues nothing). */
   const afterWrite = async (c: Context<AppEnv>, outcome: Outcome) => {
@@ -153,7 +161,7 @@ export function factRoutes(db: Db, scheduleEmbedding?: (tenantId: string, fact: 
       const provenance = provenanceFrom(c);
       const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
         status: 201,
-        body: await writeFact({ ...ctx(c), tx }, body, { provenance }),
+        body: await writeFact({ ...ctx(c), tx }, body, { provenance, erasureKey }),
       }));
       await afterWrite(c, outcome);
       return send(c, outcome);
@@ -169,7 +177,7 @@ export function factRoutes(db: Db, scheduleEmbedding?: (tenantId: string, fact: 
       const provenance = provenanceFrom(c);
       const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
         status: 200,
-        body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance }),
+        body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance, erasureKey }),
       }));
       await afterWrite(c, outcome);
       return send(c, outcome);

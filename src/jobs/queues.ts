@@ -74,11 +74,28 @@ export const retentionQueue = defineQueue({
   jobOptions: { attempts: 1, ...keepFinished },
 });
 
+const tenant = z.string().min(1).max(128);
+
 /**
- * The queues this build runs. The worker refuses to start unless each has a handler.
- * erasure (DESIGN §9) joins as its feature lands.
+ * erasure: one erasure (DESIGN §10), from its outbox row. The target's id is in the payload until
+ * the erasure completes. Batches commit one by one, so a retried or resumed job goes on from
+ * where the last one stopped.
  */
-export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue, reportQueue, retentionQueue];
+export const erasureQueue = defineQueue({
+  name: 'erasure',
+  payload: z.strictObject({
+    tenantId: tenant,
+    erasureId: z.uuid(),
+    target: z.discriminatedUnion('kind', [
+      z.strictObject({ kind: z.literal('fact'), id: z.uuid() }),
+      z.strictObject({ kind: z.enum(['participant', 'external', 'conversation']), id: z.string().min(1).max(128) }),
+    ]),
+  }),
+  jobOptions: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, ...keepFinished },
+});
+
+/** The queues this build runs. The worker refuses to start unless each has a handler. */
+export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue, reportQueue, retentionQueue, erasureQueue];
 
 /**
  * Adds a job under a deterministic id, so the same work is never queued twice. BullMQ ignores an

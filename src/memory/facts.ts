@@ -12,6 +12,7 @@ import { factRevisions, facts } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { live, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../episodes/coverage.ts';
+import { assertNoErasureInProgress } from '../lifecycle/erasure.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { carryEmbeddings } from './embeddings.ts';
 import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
@@ -157,6 +158,8 @@ async function embeddingModelNow(tx: Tx, id: string, version: number): Promise<s
 export interface WriteOptions {
   /** From `X-Provenance` (+ `X-Actor`): appended to `derivedFrom`. */
   provenance?: ProvenanceRef | undefined;
+  /** The erasure HMAC key, when erasure is on: writes naming someone being erased are refused. */
+  erasureKey?: string | undefined;
 }
 
 export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options: WriteOptions = {}): Promise<Fact> {
@@ -170,6 +173,7 @@ export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options
   assertLegalHoldChange(principal, body.retention?.legalHold, false);
 
   return inTenantTransaction(ctx, async (tx) => {
+    await assertNoErasureInProgress(tx, options.erasureKey, { ...scope, subjects: body.subjects });
     await registerTenant(tx, principal.tenantId);
     const now = await clock(tx);
     const retention = {
@@ -362,6 +366,11 @@ export async function supersedeFact(ctx: MemoryContext, id: string, body: Supers
     assertWritable(principal, current);
     assertExpectedVersion(current, body.expectVersion);
     assertLegalHoldChange(principal, body.retention?.legalHold, current.legalHold);
+    await assertNoErasureInProgress(tx, options.erasureKey, {
+      participantId: current.participantId,
+      threadId: current.threadId,
+      subjects: [...current.subjects, ...(body.subjects ?? [])],
+    });
     const now = await clock(tx);
 
     const next: Partial<RevisionBody> = {

@@ -78,7 +78,7 @@ describe('processes as operators run them', () => {
     try {
       await worker.waitFor('"worker started"');
       const line = worker.stdout().split('\n').find((l) => l.includes('"worker started"'))!;
-      expect(JSON.parse(line)).toMatchObject({ queues: ['reconcile', 'embed', 'reembed', 'report', 'retention'], prefix: env.MNEMO_QUEUE_PREFIX, embeddings: 'off' });
+      expect(JSON.parse(line)).toMatchObject({ queues: ['reconcile', 'embed', 'reembed', 'report', 'retention', 'erasure'], prefix: env.MNEMO_QUEUE_PREFIX, embeddings: 'off' });
     } finally {
       worker.child.kill('SIGTERM');
     }

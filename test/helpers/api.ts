@@ -19,6 +19,7 @@ import { createTestDatabase, type TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
 
 export const TEST_SECRET = 'test-secret-of-at-least-thirty-two-bytes!';
+export const TEST_ERASURE_KEY = 'test-erasure-key-of-at-least-32-bytes!!';
 
 export interface TokenClaims {
   tid: string;
@@ -98,6 +99,7 @@ export async function startTestApi(options: { embeddings?: boolean; worker?: boo
     logger,
     embeddings: embeddings?.services,
     queues: jobs?.queues,
+    erasureKey: TEST_ERASURE_KEY,
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() } },

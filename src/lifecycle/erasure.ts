@@ -1,0 +1,328 @@
+/**
+ * Erasure of a person's or a conversation's data (DESIGN §10). A tenant admin asks for it; the
+ * `erasure` job finds every matching fact (by scope or subjects), removes content, subjects and
+ * vectors from the fact and every revision, keeps ids, versions and timestamps, and marks the
+ * fact `invalidationReason: "erased"`. A fact under legal hold stops it (`legal-hold`, with the
+ * fact ids). While an erasure is pending or running, writes that name its target answer 409
+ * `erasure-in-progress`, checked in the write's own transaction.
+ *
+ * The erasure row keeps only an HMAC of the target's id; the id itself travels in the outbox
+ * payload the job reads, which is scrubbed when the erasure completes.
+ */
+import { createHmac } from 'node:crypto';
+import { and, desc, eq, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import type { Principal } from '../auth/permissions.ts';
+import { type Db, type Tx, withTenant } from '../db/client.ts';
+import { erasures, factEmbeddings, factRevisions, facts, outbox } from '../db/schema.ts';
+import { registerTenant } from '../db/tenants.ts';
+import { AppError } from '../errors.ts';
+import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
+import { erasureQueue } from '../jobs/queues.ts';
+import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
+import { decodeCursor, encodeCursor } from '../memory/cursor.ts';
+import { FactNotFound, PermissionDenied } from '../memory/errors.ts';
+import { uuidv7 } from '../memory/ids.ts';
+
+export const ERASURE_BATCH = 200;
+
+/** What an erasure targets, as requested (the id is personal data: never stored in the erasure row). */
+export type ErasureTarget =
+  | { kind: 'fact'; id: string }
+  | { kind: 'participant'; id: string }
+  | { kind: 'external'; id: string }
+  | { kind: 'conversation'; id: string };
+
+type ErasureRow = typeof erasures.$inferSelect;
+
+export interface ErasureStatus {
+  id: string;
+  status: ErasureRow['status'];
+  target: { kind: 'fact'; factId: string } | { kind: 'subject'; subjectKind: string } | { kind: 'conversation' };
+  requestedBy: string;
+  factsErased: number;
+  revisionsErased: number;
+  embeddingsDeleted: number;
+  error: { code: string; factIds?: string[] } | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export class ErasureUnavailable extends AppError {
+  constructor() {
+    super('unavailable', 'Erasure is not configured on this deployment: an operator sets MNEMO_ERASURE_KEY');
+  }
+}
+
+export class ErasureNotFound extends AppError {
+  constructor() {
+    super('not-found', 'No such erasure');
+  }
+}
+
+/** The keyed hash an erasure row keeps of a person's or conversation's id. */
+export function targetHash(key: string, kind: 'participant' | 'external' | 'conversation', id: string): string {
+  return createHmac('sha256', key).update(`${kind}:${id}`).digest('hex');
+}
+
+function assertAdmin(principal: Principal): void {
+  if (principal.role !== 'admin') throw new PermissionDenied('Erasure is for tenant admins');
+}
+
+function toStatus(row: ErasureRow): ErasureStatus {
+  return {
+    id: row.id,
+    status: row.status,
+    target:
+      row.targetKind === 'fact'
+        ? { kind: 'fact', factId: row.factId! }
+        : row.targetKind === 'subject'
+          ? { kind: 'subject', subjectKind: row.subjectKind! }
+          : { kind: 'conversation' },
+    requestedBy: row.requestedBy,
+    factsErased: row.factsErased,
+    revisionsErased: row.revisionsErased,
+    embeddingsDeleted: row.embeddingsDeleted,
+    error: row.errorCode ? { code: row.errorCode, ...(row.blockingFactIds.length > 0 ? { factIds: row.blockingFactIds } : {}) } : null,
+    createdAt: row.createdAt.toISOString(),
+    startedAt: row.startedAt?.toISOString() ?? null,
+    finishedAt: row.finishedAt?.toISOString() ?? null,
+  };
+}
+
+/**
+ * Records an erasure and its outbox row in one transaction. The caller hands the row to BullMQ
+ * after commit; the reconciler does if it cannot.
+ */
+export async function requestErasure(
+  ctx: MemoryContext,
+  target: ErasureTarget,
+  key: string | undefined,
+): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
+  assertAdmin(ctx.principal);
+  if (!key) throw new ErasureUnavailable();
+  return inTenantTransaction(ctx, async (tx) => {
+    await registerTenant(tx, ctx.principal.tenantId);
+    if (target.kind === 'fact') {
+      const [fact] = await tx.select({ id: facts.id }).from(facts).where(eq(facts.id, target.id));
+      if (!fact) throw new FactNotFound(target.id);
+    }
+    const [row] = await tx
+      .insert(erasures)
+      .values({
+        tenantId: ctx.principal.tenantId,
+        id: uuidv7(),
+        targetKind: target.kind === 'fact' ? 'fact' : target.kind === 'conversation' ? 'conversation' : 'subject',
+        factId: target.kind === 'fact' ? target.id : null,
+        subjectKind: target.kind === 'participant' || target.kind === 'external' ? target.kind : null,
+        targetHash: target.kind === 'fact' ? null : targetHash(key, target.kind, target.id),
+        requestedBy: ctx.principal.sub,
+      })
+      .returning();
+    const outbox = await recordOutbox(tx, ctx.principal.tenantId, erasureQueue.name, { tenantId: ctx.principal.tenantId, erasureId: row!.id, target });
+    return { erasure: toStatus(row!), outbox };
+  });
+}
+
+export async function getErasure(ctx: MemoryContext, id: string): Promise<ErasureStatus> {
+  assertAdmin(ctx.principal);
+  const [row] = await inTenantTransaction(ctx, (tx) => tx.select().from(erasures).where(eq(erasures.id, id)));
+  if (!row) throw new ErasureNotFound();
+  return toStatus(row);
+}
+
+export async function listErasures(ctx: MemoryContext, query: { limit?: number | undefined; cursor?: string | undefined }) {
+  assertAdmin(ctx.principal);
+  const limit = query.limit ?? 25;
+  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const rows = await inTenantTransaction(ctx, (tx) =>
+    tx
+      .select()
+      .from(erasures)
+      .where(after ? lt(erasures.id, after) : undefined)
+      .orderBy(desc(erasures.id))
+      .limit(limit + 1),
+  );
+  const page = rows.slice(0, limit);
+  const hasMore = rows.length > limit;
+  return { data: page.map(toStatus), hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
+}
+
+/**
+ * Sets a failed erasure going again: a new outbox row from the one that still holds the target,
+ * for the caller to hand to BullMQ. Only a failed erasure can be resumed.
+ */
+export async function resumeErasure(ctx: MemoryContext, id: string): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
+  assertAdmin(ctx.principal);
+  return inTenantTransaction(ctx, async (tx) => {
+    const [row] = await tx.select().from(erasures).where(eq(erasures.id, id)).for('update');
+    if (!row) throw new ErasureNotFound();
+    if (row.status !== 'failed') throw new AppError('bad-input', `Only a failed erasure can be resumed; this one is ${row.status}`);
+    const [updated] = await tx
+      .update(erasures)
+      .set({ status: 'pending', errorCode: null, blockingFactIds: [], finishedAt: null })
+      .where(eq(erasures.id, id))
+      .returning();
+    // A new outbox row (so a new job: the last one ended), with the target the old one still holds.
+    const [previous] = await tx
+      .update(outbox)
+      .set({ doneAt: sql`coalesce(${outbox.doneAt}, now())` })
+      .where(and(eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${id}`, sql`${outbox.payload} ? 'target'`))
+      .returning({ payload: outbox.payload });
+    if (!previous) throw new AppError('internal', `erasure ${id} has no outbox row holding its target`);
+    const pending = await recordOutbox(tx, ctx.principal.tenantId, erasureQueue.name, previous.payload);
+    return { erasure: toStatus(updated!), outbox: pending };
+  });
+}
+
+/** Facts the target names: by id, by scope (participant, conversation) or by subjects. */
+function matching(target: ErasureTarget): SQL {
+  switch (target.kind) {
+    case 'fact':
+      return eq(facts.id, target.id);
+    case 'participant':
+      return or(eq(facts.participantId, target.id), sql`${facts.subjects} @> ${JSON.stringify([{ kind: 'participant', id: target.id }])}::jsonb`)!;
+    case 'external':
+      return sql`${facts.subjects} @> ${JSON.stringify([{ kind: 'external', id: target.id }])}::jsonb`;
+    case 'conversation':
+      return eq(facts.threadId, target.id);
+  }
+}
+
+/** Not erased yet: what is left to do. */
+const notErased = sql`(${facts.invalidationReason} is distinct from 'erased' or ${facts.content} is not null)`;
+
+export type ErasureOutcome = 'completed' | 'legal-hold' | 'skipped';
+
+/**
+ * Runs an erasure to the end, batch by batch (each its own transaction, so a worker killed midway
+ * leaves no half-erased fact, and the next run goes on from where it stopped). Idempotent: an
+ * erasure already completed is left alone.
+ */
+export async function runErasure(db: Db, tenantId: string, erasureId: string, target: ErasureTarget): Promise<ErasureOutcome> {
+  const claimed = await withTenant(db, tenantId, async (tx) => {
+    const [row] = await tx
+      .update(erasures)
+      .set({ status: 'running', startedAt: sql`coalesce(${erasures.startedAt}, clock_timestamp())` })
+      .where(and(eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running'])))
+      .returning();
+    if (!row) return undefined;
+    const held = await tx
+      .select({ id: facts.id })
+      .from(facts)
+      .where(and(matching(target), notErased, eq(facts.legalHold, true)))
+      .orderBy(facts.id);
+    if (held.length > 0) {
+      await tx
+        .update(erasures)
+        .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: held.map((f) => f.id), finishedAt: sql`clock_timestamp()` })
+        .where(eq(erasures.id, erasureId));
+      return 'legal-hold' as const;
+    }
+    return 'running' as const;
+  });
+  if (!claimed) return 'skipped';
+  if (claimed === 'legal-hold') return 'legal-hold';
+
+  for (;;) {
+    const done = await withTenant(db, tenantId, async (tx) => {
+      const batch = await tx
+        .select({ id: facts.id, legalHold: facts.legalHold })
+        .from(facts)
+        .where(and(matching(target), notErased))
+        .orderBy(facts.id)
+        .limit(ERASURE_BATCH)
+        .for('update');
+      if (batch.length === 0) return true;
+      const blocked = batch.filter((f) => f.legalHold).map((f) => f.id);
+      if (blocked.length > 0) {
+        // A hold placed while the erasure ran: it stops here, what is erased stays erased.
+        await tx
+          .update(erasures)
+          .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: blocked, finishedAt: sql`clock_timestamp()` })
+          .where(eq(erasures.id, erasureId));
+        return 'legal-hold' as const;
+      }
+      await eraseBatch(tx, erasureId, batch.map((f) => f.id));
+      return false;
+    });
+    if (done === 'legal-hold') return 'legal-hold';
+    if (done) break;
+  }
+
+  await withTenant(db, tenantId, async (tx) => {
+    await tx.update(erasures).set({ status: 'completed', finishedAt: sql`clock_timestamp()` }).where(eq(erasures.id, erasureId));
+    // The target's id was only ever in the outbox payload: it goes now.
+    await tx
+      .update(outbox)
+      .set({ payload: { tenantId, erasureId } })
+      .where(and(eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${erasureId}`));
+  });
+  return 'completed';
+}
+
+async function eraseBatch(tx: Tx, erasureId: string, ids: string[]): Promise<void> {
+  const erased = await tx
+    .update(facts)
+    .set({
+      content: null,
+      subjects: [],
+      invalidatedAt: sql`coalesce(${facts.invalidatedAt}, clock_timestamp())`,
+      invalidationReason: 'erased',
+    })
+    .where(inArray(facts.id, ids))
+    .returning({ id: facts.id });
+  const revisions = await tx
+    .update(factRevisions)
+    .set({ content: null, subjects: [] })
+    .where(and(inArray(factRevisions.factId, ids), or(isNotNull(factRevisions.content), sql`${factRevisions.subjects} <> '[]'::jsonb`)))
+    .returning({ version: factRevisions.version });
+  const vectors = await tx.delete(factEmbeddings).where(inArray(factEmbeddings.factId, ids)).returning({ factId: factEmbeddings.factId });
+  await tx
+    .update(erasures)
+    .set({
+      factsErased: sql`${erasures.factsErased} + ${erased.length}`,
+      revisionsErased: sql`${erasures.revisionsErased} + ${revisions.length}`,
+      embeddingsDeleted: sql`${erasures.embeddingsDeleted} + ${vectors.length}`,
+    })
+    .where(eq(erasures.id, erasureId));
+}
+
+/** Marks an erasure failed for good (its job gave up); the cause is in the worker's log. */
+export async function failErasure(db: Db, tenantId: string, erasureId: string): Promise<void> {
+  await withTenant(db, tenantId, (tx) =>
+    tx
+      .update(erasures)
+      .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
+      .where(and(eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running']))),
+  );
+}
+
+/**
+ * 409 `erasure-in-progress` when a write names a person or conversation whose erasure is pending
+ * or running. Runs in the write's transaction; without a key no erasure can exist.
+ */
+export async function assertNoErasureInProgress(
+  tx: Tx,
+  key: string | undefined,
+  names: { participantId?: string | null | undefined; threadId?: string | null | undefined; subjects?: readonly { kind: string; id: string }[] | undefined },
+): Promise<void> {
+  if (!key) return;
+  const hashes: string[] = [];
+  if (names.participantId) hashes.push(targetHash(key, 'participant', names.participantId));
+  if (names.threadId) hashes.push(targetHash(key, 'conversation', names.threadId));
+  for (const subject of names.subjects ?? []) {
+    if (subject.kind === 'participant' || subject.kind === 'external') hashes.push(targetHash(key, subject.kind, subject.id));
+  }
+  if (hashes.length === 0) return;
+  const [open] = await tx
+    .select({ id: erasures.id })
+    .from(erasures)
+    .where(and(inArray(erasures.status, ['pending', 'running']), inArray(erasures.targetHash, hashes)))
+    .limit(1);
+  if (open) {
+    throw new AppError('erasure-in-progress', 'A person or conversation this write names is being erased; retry once the erasure has finished', {
+      erasureId: open.id,
+    });
+  }
+}

@@ -1,0 +1,236 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { closeQueues, createQueues } from '../../src/jobs/queues.ts';
+import { dispatchOutbox } from '../../src/jobs/outbox.ts';
+import { createRedis } from '../../src/jobs/redis.ts';
+import { queueDefinitions } from '../../src/jobs/queues.ts';
+import { requestErasure } from '../../src/lifecycle/erasure.ts';
+import { registerModel, storeEmbeddings } from '../../src/memory/embeddings.ts';
+import { withTenant } from '../../src/db/client.ts';
+import { startTestApi, TEST_ERASURE_KEY, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
+import { startProcess } from '../helpers/process.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const admin = (tenantId: string) => ({ tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
+
+/** Erasure (DESIGN §10) through the API and real workers; what is left is checked as the owner. */
+describe('erasure', () => {
+  let api: TestApi;
+
+  beforeAll(async () => {
+    api = await startTestApi({ worker: true });
+    await registerModel(api.db.app.db, 'test-model-3', 3);
+  });
+  afterAll(() => api.close());
+
+  const write = (token: string, body: Record<string, unknown>) =>
+    api.request('POST', '/v1/memory/facts', { token, body: { type: 'acme.note', content: { text: 'about end-9' }, ...body } });
+  const waitFor = async (token: string, id: string) => {
+    for (let i = 0; i < 400; i++) {
+      const { body } = await api.request('GET', `/v1/memory/erasures/${id}`, { token });
+      if (body.status === 'completed' || body.status === 'failed') return body;
+      await sleep(50);
+    }
+    throw new Error(`erasure ${id} did not finish`);
+  };
+  /** Rows as the owner (a superuser: row-level security does not filter it, so the tenant is named). */
+  const rows = async (tenantId: string) => ({
+    facts: await api.db.admin`select id, version, content, subjects, invalidation_reason, participant_id from facts where tenant_id = ${tenantId}`,
+    revisions: await api.db.admin`select fact_id, version, content, subjects from fact_revisions where tenant_id = ${tenantId}`,
+    vectors: await api.db.admin`select fact_id from fact_embeddings where tenant_id = ${tenantId}`,
+  });
+
+  it('is for tenant admins only (403), and takes exactly one target (400)', async () => {
+    const { tenantId, admin: token } = await api.newTenant('perm');
+    const member = await tokenFor({ tid: tenantId, sub: 'm-1', role: 'member', projects: { read: ['p1'], write: ['p1'] } });
+    const body = { subject: { kind: 'participant', id: 'end-9' } };
+    expect((await api.request('POST', '/v1/memory/erasures', { token: member, body })).status).toBe(403);
+    expect((await api.request('GET', '/v1/memory/erasures', { token: member })).status).toBe(403);
+    const started = await api.request('POST', '/v1/memory/erasures', { token, body });
+    expect(started.status).toBe(202);
+    expect((await api.request('GET', `/v1/memory/erasures/${started.body.id}`, { token: member })).status).toBe(403);
+    expect((await api.request('POST', `/v1/memory/erasures/${started.body.id}/resume`, { token: member })).status).toBe(403);
+    for (const bad of [{}, { factId: '0190a000-0000-7000-8000-000000000000', conversationId: 'th-1' }, { subject: { kind: 'user', id: 'u' } }]) {
+      const response = await api.request('POST', '/v1/memory/erasures', { token, body: bad });
+      expect(response.status, JSON.stringify(bad)).toBe(400);
+    }
+    expect((await api.request('POST', '/v1/memory/erasures', { token, body: { factId: '0190a000-0000-7000-8000-000000000000' } })).status).toBe(404);
+    const { admin: stranger } = await api.newTenant('stranger');
+    expect((await api.request('GET', `/v1/memory/erasures/${started.body.id}`, { token: stranger })).status).toBe(404);
+  });
+
+  it("erases a person's facts (scope and subjects), revisions and vectors; ids, versions and times stay; the record keeps only a hash", async () => {
+    const { tenantId, admin: token } = await api.newTenant('erase');
+    const byScope = (await write(token, { scope: { projectId: 'p1', participantId: 'end-9' } })).body;
+    const bySubject = (await write(token, { subjects: [{ kind: 'participant', id: 'end-9' }, { kind: 'external', id: 'crm-1' }] })).body;
+    await api.request('POST', `/v1/memory/facts/${bySubject.id}/supersede`, { token, body: { content: { text: 'end-9, again' } } });
+    const other = (await write(token, { scope: { projectId: 'p1', participantId: 'end-8' }, content: { text: 'about end-8' } })).body;
+    await withTenant(api.db.app.db, tenantId, (tx) =>
+      storeEmbeddings(tx, tenantId, 'test-model-3', 3, [
+        { id: byScope.id, version: 1, embedding: [1, 0, 0] },
+        { id: other.id, version: 1, embedding: [0, 1, 0] },
+      ]),
+    );
+
+    const started = await api.request('POST', '/v1/memory/erasures', { token, body: { subject: { kind: 'participant', id: 'end-9' } } });
+    expect(started.status).toBe(202);
+    expect(started.body).toEqual({ id: expect.any(String), status: 'pending' });
+    const done = await waitFor(token, started.body.id);
+    expect(done).toMatchObject({
+      status: 'completed',
+      target: { kind: 'subject', subjectKind: 'participant' },
+      factsErased: 2,
+      revisionsErased: 3,
+      embeddingsDeleted: 1,
+      error: null,
+    });
+
+    const after = await rows(tenantId);
+    const fact = (id: string) => after.facts.find((f) => f.id === id)!;
+    for (const id of [byScope.id, bySubject.id]) {
+      expect(fact(id)).toMatchObject({ content: null, subjects: [], invalidation_reason: 'erased' });
+      for (const revision of after.revisions.filter((r) => r.fact_id === id)) expect(revision).toMatchObject({ content: null, subjects: [] });
+      expect((await api.request('GET', `/v1/memory/facts/${id}`, { token })).status).toBe(404);
+    }
+    expect(fact(bySubject.id).version).toBe(2);
+    expect(after.revisions.filter((r) => r.fact_id === bySubject.id)).toHaveLength(2);
+    expect(fact(other.id)).toMatchObject({ content: { text: 'about end-8' }, invalidation_reason: null });
+    expect(after.vectors.map((v) => v.fact_id)).toEqual([other.id]);
+
+    // Nothing kept about the request names the person: the erasure row has a keyed hash, the outbox row was scrubbed.
+    const records = await api.db.admin`select row_to_json(e)::text as row from erasures e where tenant_id = ${tenantId}`;
+    const queued = await api.db.admin`select payload::text as payload from outbox where tenant_id = ${tenantId} and queue = 'erasure'`;
+    expect(records).toHaveLength(1);
+    expect(records[0]!.row).not.toContain('end-9');
+    expect(queued.map((q) => q.payload).join()).not.toContain('end-9');
+    const list = await api.request('GET', '/v1/memory/erasures', { token });
+    expect(list.body.data.map((e: { id: string }) => e.id)).toEqual([started.body.id]);
+  });
+
+  it('a conversation, an external subject, and a single fact', async () => {
+    const { admin: token } = await api.newTenant('targets');
+    const inThread = (await write(token, { scope: { projectId: 'p1', threadId: 'th-1' } })).body;
+    const external = (await write(token, { subjects: [{ kind: 'external', id: 'crm-7' }] })).body;
+    const single = (await write(token, {})).body;
+    const keep = (await write(token, { scope: { projectId: 'p1', threadId: 'th-2' } })).body;
+    for (const body of [{ conversationId: 'th-1' }, { subject: { kind: 'external', id: 'crm-7' } }, { factId: single.id }]) {
+      const started = await api.request('POST', '/v1/memory/erasures', { token, body });
+      expect(await waitFor(token, started.body.id)).toMatchObject({ status: 'completed', factsErased: 1 });
+    }
+    for (const id of [inThread.id, external.id, single.id]) expect((await api.request('GET', `/v1/memory/facts/${id}`, { token })).status).toBe(404);
+    expect((await api.request('GET', `/v1/memory/facts/${keep.id}`, { token })).status).toBe(200);
+  });
+
+  it('while an erasure is pending, writes naming that person or conversation answer 409 erasure-in-progress', async () => {
+    const { tenantId, admin: token } = await api.newTenant('inprogress');
+    const existing = (await write(token, { subjects: [{ kind: 'participant', id: 'end-5' }] })).body;
+    // Recorded, not handed to the worker: it stays pending for the whole test.
+    await requestErasure({ db: api.db.app.db, principal: admin(tenantId) }, { kind: 'participant', id: 'end-5' }, TEST_ERASURE_KEY);
+    await requestErasure({ db: api.db.app.db, principal: admin(tenantId) }, { kind: 'conversation', id: 'th-5' }, TEST_ERASURE_KEY);
+
+    for (const body of [
+      { scope: { projectId: 'p1', participantId: 'end-5' } },
+      { subjects: [{ kind: 'participant', id: 'end-5' }] },
+      { scope: { projectId: 'p1', threadId: 'th-5' } },
+    ]) {
+      const response = await write(token, body);
+      expect(response.status, JSON.stringify(body)).toBe(409);
+      expect(response.body.error.code).toBe('erasure-in-progress');
+    }
+    const supersede = await api.request('POST', `/v1/memory/facts/${existing.id}/supersede`, { token, body: { content: { text: 'x' } } });
+    expect(supersede.status).toBe(409);
+    expect(supersede.body.error.code).toBe('erasure-in-progress');
+    // Someone else is not affected.
+    expect((await write(token, { scope: { projectId: 'p1', participantId: 'end-6' } })).status).toBe(201);
+    const { admin: otherTenant } = await api.newTenant('unaffected');
+    expect((await write(otherTenant, { subjects: [{ kind: 'participant', id: 'end-5' }] })).status).toBe(201);
+  });
+
+  it('a legal hold on any match fails it with legal-hold and the fact ids; resumed once the hold is lifted', async () => {
+    const { tenantId, admin: token } = await api.newTenant('hold');
+    const held = (await write(token, { subjects: [{ kind: 'participant', id: 'end-9' }], retention: { legalHold: true } })).body;
+    const free = (await write(token, { subjects: [{ kind: 'participant', id: 'end-9' }] })).body;
+    const started = await api.request('POST', '/v1/memory/erasures', { token, body: { subject: { kind: 'participant', id: 'end-9' } } });
+    const failed = await waitFor(token, started.body.id);
+    expect(failed).toMatchObject({ status: 'failed', factsErased: 0, error: { code: 'legal-hold', factIds: [held.id] } });
+    expect((await rows(tenantId)).facts.find((f) => f.id === free.id)!.content).not.toBeNull();
+    // Resumed with the hold still on: it fails the same way.
+    expect((await api.request('POST', `/v1/memory/erasures/${started.body.id}/resume`, { token })).status).toBe(202);
+    expect(await waitFor(token, started.body.id)).toMatchObject({ status: 'failed', error: { code: 'legal-hold' } });
+
+    const lifted = await api.request('POST', `/v1/memory/facts/${held.id}/supersede`, { token, body: { content: held.content, retention: { legalHold: false } } });
+    expect(lifted.status).toBe(200);
+    expect((await api.request('POST', `/v1/memory/erasures/${started.body.id}/resume`, { token })).status).toBe(202);
+    expect(await waitFor(token, started.body.id)).toMatchObject({ status: 'completed', factsErased: 2, error: null });
+    const again = await api.request('POST', `/v1/memory/erasures/${started.body.id}/resume`, { token });
+    expect(again.status).toBe(400);
+  });
+
+  it('a worker killed (SIGKILL) mid-erasure: the next worker finishes it, nothing left over, nothing counted twice', async () => {
+    const { tenantId, admin: token } = await api.newTenant('killed');
+    const n = 4000;
+    await api.db.admin.begin(async (sql) => {
+      await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
+      await sql`
+        insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id)
+        select ${tenantId}, gen_random_uuid(), 1, 'acme.note', jsonb_build_object('text', 'end-kill ' || i), 'asserted', 'service', 'test', now(), now(), 'p1', 'end-kill'
+        from generate_series(1, ${n}) i`;
+      await sql`
+        insert into fact_revisions (tenant_id, fact_id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id)
+        select tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id
+        from facts where tenant_id = ${tenantId}`;
+    });
+    const prefix = `mnemo-erase-${api.db.name}`;
+    const env = {
+      DATABASE_URL: api.db.appUrl,
+      REDIS_URL: inject('redisUrl'),
+      MNEMO_JWT_SECRET: TEST_SECRET,
+      MNEMO_QUEUE_PREFIX: prefix,
+      MNEMO_JOB_LOCK_MS: '1500',
+      MNEMO_SHUTDOWN_TIMEOUT_MS: '3000',
+    };
+    const redis = createRedis(inject('redisUrl'), 'producer');
+    const queues = createQueues(redis, queueDefinitions, prefix);
+    const workers: ReturnType<typeof startProcess>[] = [];
+    try {
+      const { erasure, outbox } = await requestErasure(
+        { db: api.db.app.db, principal: admin(tenantId) },
+        { kind: 'participant', id: 'end-kill' },
+        TEST_ERASURE_KEY,
+      );
+      const first = startProcess('workers/index.ts', [], env);
+      workers.push(first);
+      await first.waitFor('"worker started"', 30_000);
+      await dispatchOutbox(queues, [outbox]);
+      let erased = 0;
+      for (let i = 0; i < 600 && erased === 0; i++) {
+        erased = (await api.request('GET', `/v1/memory/erasures/${erasure.id}`, { token })).body.factsErased;
+        if (erased === 0) await sleep(20);
+      }
+      first.child.kill('SIGKILL');
+      await first.exited;
+      const midway = (await api.request('GET', `/v1/memory/erasures/${erasure.id}`, { token })).body;
+      expect(midway.status).toBe('running');
+      expect(midway.factsErased).toBeGreaterThan(0);
+      expect(midway.factsErased).toBeLessThan(n);
+
+      const second = startProcess('workers/index.ts', [], env);
+      workers.push(second);
+      const done = await waitFor(token, erasure.id);
+      expect(done).toMatchObject({ status: 'completed', factsErased: n, revisionsErased: n });
+      const [left] = await api.db.admin<{ n: number }[]>`
+        select count(*)::int as n from facts where tenant_id = ${tenantId} and (content is not null or invalidation_reason is distinct from 'erased')`;
+      expect(left!.n).toBe(0);
+      const [leftRevisions] = await api.db.admin<{ n: number }[]>`
+        select count(*)::int as n from fact_revisions where tenant_id = ${tenantId} and content is not null`;
+      expect(leftRevisions!.n).toBe(0);
+    } finally {
+      for (const worker of workers) {
+        if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
+        await worker.exited;
+      }
+      await Promise.all([...queues.values()].map((q) => q.obliterate({ force: true })));
+      await closeQueues(queues);
+      await redis.quit();
+    }
+  }, 180_000);
+});
