@@ -20,7 +20,7 @@ import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
 import { erasureQueue } from '../jobs/queues.ts';
 import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
 import { decodeCursor, encodeCursor } from '../memory/cursor.ts';
-import { FactNotFound, PermissionDenied } from '../memory/errors.ts';
+import { FactNotFound, LegalHold, PermissionDenied } from '../memory/errors.ts';
 import { uuidv7 } from '../memory/ids.ts';
 
 export const ERASURE_BATCH = 200;
@@ -104,8 +104,10 @@ export async function requestErasure(
   return inTenantTransaction(ctx, async (tx) => {
     await registerTenant(tx, ctx.principal.tenantId);
     if (target.kind === 'fact') {
-      const [fact] = await tx.select({ id: facts.id }).from(facts).where(eq(facts.id, target.id));
+      const [fact] = await tx.select({ id: facts.id, legalHold: facts.legalHold }).from(facts).where(eq(facts.id, target.id));
       if (!fact) throw new FactNotFound(target.id);
+      // Known now, so said now (DESIGN §4); a person's facts are only known to the job.
+      if (fact.legalHold) throw new LegalHold(target.id);
     }
     const [row] = await tx
       .insert(erasures)

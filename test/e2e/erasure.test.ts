@@ -157,6 +157,11 @@ describe('erasure', () => {
     expect((await api.request('POST', `/v1/memory/erasures/${started.body.id}/resume`, { token })).status).toBe(202);
     expect(await waitFor(token, started.body.id)).toMatchObject({ status: 'failed', error: { code: 'legal-hold' } });
 
+    // One fact under hold, named directly: refused at once.
+    const direct = await api.request('POST', '/v1/memory/erasures', { token, body: { factId: held.id } });
+    expect(direct.status).toBe(409);
+    expect(direct.body.error.code).toBe('legal-hold');
+
     const lifted = await api.request('POST', `/v1/memory/facts/${held.id}/supersede`, { token, body: { content: held.content, retention: { legalHold: false } } });
     expect(lifted.status).toBe(200);
     expect((await api.request('POST', `/v1/memory/erasures/${started.body.id}/resume`, { token })).status).toBe(202);
