@@ -37,6 +37,15 @@ Commands:
       --token T           bearer token (or MNEMO_TOKEN)                    required
       --type T            fact type, default kiwi.page
       --episodes-prefix P as for memory report (an episode without episode_id is named by its id)
+  erase                 erase a person's data, a conversation or a fact through the API (tenant admin),
+                        and follow it until it has completed or failed
+      --url URL           the Mnemo API, e.g. http://localhost:3000         required
+      --token T           bearer token of a tenant admin (or MNEMO_TOKEN)  required
+      --subject KIND:ID   a person: participant:ID or external:ID          one target
+      --conversation ID   every fact of a conversation (thread id)
+      --fact UUID         one fact
+      --resume ERASURE_ID run a failed erasure again (e.g. after a legal hold was lifted) and follow it
+      --no-wait           print the erasure id and exit without following it
 `;
 
 class UsageError extends Error {}
@@ -120,6 +129,8 @@ async function main(argv: string[]): Promise<void> {
       return (await import('./memory.ts')).memory(rest);
     case 'import':
       return (await import('./import.ts')).importFolder(rest);
+    case 'erase':
+      return (await import('./erase.ts')).erase(rest);
     case undefined:
     case 'help':
     case '--help':
