@@ -1,0 +1,346 @@
+/**
+ * `mnemo erase --url URL --token T (--subject kind:id | --conversation ID | --fact UUID) [--no-wait]`
+ * and `mnemo erase --resume ERASURE_ID --url URL --token T [--no-wait]`: erases a person's data, a
+ * conversation or one fact through the API (DESIGN §10, tenant admins only), and follows the
+ * erasure until it has completed or failed. A legal hold stops an erasure: the command names the
+ * facts under hold and how to resume once the hold is lifted.
+ *
+ * Exit codes: 0 completed (or queued, with --no-wait); 1 failed, refused by the API, or the API
+ * cannot be reached; 2 a command line that cannot run; 130 stopped following (Ctrl-C; the
+ * erasure goes on).
+ */
+import { parseArgs } from 'node:util';
+import { MnemoError } from '../client/index.ts';
+import type { ErasureStatus } from '../lifecycle/erasure.ts';
+import { asCommand, CommandLineError } from './memory.ts';
+
+const NAME = 'mnemo erase';
+const POLL_MS = 500;
+const REQUEST_TIMEOUT_MS = 30_000;
+/** While following, this many failed polls in a row (network, 429, 5xx) before giving up. */
+const POLL_FAILURES_MAX = 10;
+/** How long an erasure may stay pending before a hint about the worker is printed. */
+const NO_WORKER_HINT_MS = 15_000;
+
+const SUBJECT_KINDS = ['participant', 'external'] as const;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The body of `POST /v1/memory/erasures`. */
+type ErasureRequest =
+  | { factId: string }
+  | { subject: { kind: (typeof SUBJECT_KINDS)[number]; id: string } }
+  | { conversationId: string };
+
+type Erasure = Pick<ErasureStatus, 'id' | 'status' | 'factsErased' | 'revisionsErased' | 'embeddingsDeleted' | 'error'>;
+
+/** The API cannot be reached (or took too long): one line, exit code 1. */
+class Unreachable extends Error {}
+
+// ---------------------------------------------------------------------------------------------
+// The command line
+
+/** `kind:id`, split at the first colon. */
+export function parseSubject(value: string): { kind: (typeof SUBJECT_KINDS)[number]; id: string } {
+  const colon = value.indexOf(':');
+  const kind = colon < 0 ? '' : value.slice(0, colon);
+  const id = colon < 0 ? '' : value.slice(colon + 1);
+  if (!(SUBJECT_KINDS as readonly string[]).includes(kind) || id.trim() === '') {
+    throw new CommandLineError(`--subject must be kind:id with kind participant or external, e.g. participant:end-9 (got "${value}")`);
+  }
+  return { kind: kind as (typeof SUBJECT_KINDS)[number], id };
+}
+
+interface Options {
+  baseUrl: string;
+  token: string;
+  tokenFromFlag: boolean;
+  wait: boolean;
+  /** What to erase, or the failed erasure to resume. */
+  what: { request: ErasureRequest; label: string } | { resume: string };
+}
+
+function parse(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      url: { type: 'string' },
+      token: { type: 'string' },
+      // Repeatable, so a second target given as the same flag is counted (and refused), not silently kept.
+      subject: { type: 'string', multiple: true },
+      conversation: { type: 'string', multiple: true },
+      fact: { type: 'string', multiple: true },
+      resume: { type: 'string', multiple: true },
+      'no-wait': { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const subjects = values.subject ?? [];
+  const conversations = values.conversation ?? [];
+  const factIds = values.fact ?? [];
+  const resumes = values.resume ?? [];
+  const targets = subjects.length + conversations.length + factIds.length;
+
+  if (resumes.length > 1) throw new CommandLineError('--resume takes one erasure id');
+  if (resumes.length === 1 && targets > 0) throw new CommandLineError('--resume takes no target: it runs the erasure again on what it was asked to erase');
+  if (resumes.length === 0 && targets !== 1) {
+    throw new CommandLineError(
+      `${targets === 0 ? 'name what to erase' : 'name only one thing to erase'}: one of --subject participant:ID, --subject external:ID, --conversation ID, --fact UUID (or --resume ERASURE_ID)`,
+    );
+  }
+
+  if (!values.url) throw new CommandLineError('--url is required (the Mnemo API, e.g. --url http://localhost:3000)');
+  let url: URL;
+  try {
+    url = new URL(values.url);
+  } catch {
+    throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
+  const token = values.token || process.env.MNEMO_TOKEN;
+  if (!token) throw new CommandLineError('--token is required (or MNEMO_TOKEN): a tenant admin\'s bearer token');
+
+  const common = { baseUrl: values.url.replace(/\/+$/, ''), token, tokenFromFlag: Boolean(values.token), wait: !values['no-wait'] };
+  const [resume] = resumes;
+  if (resume !== undefined) {
+    if (!UUID.test(resume)) throw new CommandLineError(`--resume must be an erasure id (a UUID, as mnemo erase printed it; got "${resume}")`);
+    return { ...common, what: { resume } };
+  }
+  const [subject] = subjects;
+  if (subject !== undefined) {
+    const parsed = parseSubject(subject);
+    return { ...common, what: { request: { subject: parsed }, label: `${parsed.kind} ${parsed.id}` } };
+  }
+  const [conversation] = conversations;
+  if (conversation !== undefined) {
+    if (conversation.trim() === '') throw new CommandLineError('--conversation must name a conversation (a thread id)');
+    return { ...common, what: { request: { conversationId: conversation }, label: `conversation ${conversation}` } };
+  }
+  const factId = factIds[0]!;
+  if (!UUID.test(factId)) throw new CommandLineError(`--fact must be a fact id (a UUID; got "${factId}")`);
+  return { ...common, what: { request: { factId }, label: `fact ${factId}` } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP (the typed client has no erasure calls; errors arrive as its MnemoError all the same)
+
+const networkCause = (error: unknown): string => {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+};
+
+function api(baseUrl: string, token: string) {
+  return async function request<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+    let response: Response;
+    try {
+      response = await fetch(`${baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          accept: 'application/json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
+    } catch (error) {
+      if (error instanceof DOMException && error.name === 'TimeoutError') {
+        throw new Unreachable(`no answer from ${baseUrl} within ${REQUEST_TIMEOUT_MS / 1000} s (${method} ${path})`);
+      }
+      throw new Unreachable(`cannot reach ${baseUrl}: ${networkCause(error)}`);
+    }
+    const text = await response.text().catch(() => '');
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (!response.ok) {
+      const envelope = (parsed as { error?: Record<string, unknown> } | undefined)?.error;
+      const requestId = (envelope?.requestId as string | undefined) ?? response.headers.get('x-request-id') ?? undefined;
+      if (envelope && typeof envelope.code === 'string') {
+        const { code, message, ...rest } = envelope;
+        throw new MnemoError(code as MnemoError['code'], String(message), response.status, requestId, rest);
+      }
+      throw new MnemoError(response.status >= 500 ? 'internal' : 'bad-input', `HTTP ${response.status} from ${method} ${path}: is ${baseUrl} the Mnemo API?`, response.status, requestId, {});
+    }
+    if (!isErasure(parsed)) throw new Unreachable(`${baseUrl} did not answer ${method} ${path} with an erasure: is it the Mnemo API?`);
+    return parsed as T;
+  };
+}
+
+const isErasure = (value: unknown): value is Pick<Erasure, 'id' | 'status'> =>
+  value !== null && typeof value === 'object' && typeof (value as Erasure).id === 'string' && typeof (value as Erasure).status === 'string';
+
+const transient = (error: unknown) => error instanceof Unreachable || (error instanceof MnemoError && (error.status === 429 || error.status >= 500));
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const counts = (e: Erasure) =>
+  `${plural(e.factsErased ?? 0, 'fact')}, ${plural(e.revisionsErased ?? 0, 'revision')}, ${plural(e.embeddingsDeleted ?? 0, 'vector')}`;
+
+/** On a terminal one line redrawn in place; elsewhere (logs, CI) a line when the counts change. */
+function progress() {
+  const tty = process.stderr.isTTY === true;
+  let last = '';
+  let open = false;
+  return {
+    draw(erasure: Erasure) {
+      const now = counts(erasure);
+      if (tty) {
+        process.stderr.write(`\r\x1b[2Kerasing… ${now}`);
+        open = true;
+      } else if (now !== last && erasure.status !== 'pending') {
+        process.stderr.write(`erasing… ${now}\n`);
+      }
+      last = now;
+    },
+    /** A line of its own, keeping the progress line intact. */
+    note(text: string) {
+      this.end();
+      process.stderr.write(`${text}\n`);
+    },
+    end() {
+      if (open) process.stderr.write('\r\x1b[2K');
+      open = false;
+    },
+  };
+}
+
+function resumeCommand(options: Options, id: string): string {
+  return `mnemo erase --resume ${id} --url ${options.baseUrl}${options.tokenFromFlag ? ' --token …' : ''}`;
+}
+
+function describeFailure(options: Options, erasure: Erasure): string {
+  const code = erasure.error?.code ?? 'unknown';
+  const lines = [`${NAME}: erasure ${erasure.id} failed: ${code}`];
+  if (code === 'legal-hold') {
+    const ids = erasure.error?.factIds ?? [];
+    lines[0] += `: ${ids.length === 1 ? '1 fact is' : `${ids.length} facts are`} under legal hold`;
+    for (const id of ids) lines.push(`  ${id}`);
+    lines.push('An admin lifts a hold by superseding the fact with retention {"legalHold": false}; then resume:');
+  } else if (code === 'internal') {
+    lines[0] += ' (the worker gave up on it; its log has the cause)';
+    lines.push('Once the cause is fixed, resume:');
+  } else {
+    lines.push('Resume:');
+  }
+  if (erasure.factsErased + erasure.revisionsErased + erasure.embeddingsDeleted > 0) lines.splice(1, 0, `  erased before it stopped: ${counts(erasure)}`);
+  lines.push(`  ${resumeCommand(options, erasure.id)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command
+
+export async function erase(argv: string[]): Promise<void> {
+  return asCommand(NAME, async () => {
+    const options = parse(argv);
+    try {
+      await run(options);
+    } catch (error) {
+      if (error instanceof MnemoError) {
+        process.stderr.write(`${NAME}: ${error.code}: ${error.message}${error.requestId ? ` [request ${error.requestId}]` : ''}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      if (error instanceof Unreachable) {
+        process.stderr.write(`${NAME}: ${error.message}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      throw error;
+    }
+  });
+}
+
+async function run(options: Options): Promise<void> {
+  const request = api(options.baseUrl, options.token);
+  let id: string;
+  if ('resume' in options.what) {
+    id = options.what.resume;
+    const current = await request<Erasure>('GET', `/v1/memory/erasures/${id}`);
+    if (current.status === 'failed') {
+      try {
+        await request('POST', `/v1/memory/erasures/${id}/resume`);
+        process.stderr.write(`${NAME}: erasure ${id} resumed\n`);
+      } catch (error) {
+        // Someone else resumed it meanwhile: follow it all the same.
+        if (!(error instanceof MnemoError && error.code === 'bad-input')) throw error;
+      }
+    } else if (current.status === 'completed') {
+      process.stdout.write(`erasure ${id} had already completed: erased ${counts(current)}\n`);
+      return;
+    } else {
+      process.stderr.write(`${NAME}: erasure ${id} is ${current.status} (not failed): following it\n`);
+    }
+  } else {
+    const started = await request<Pick<Erasure, 'id' | 'status'>>('POST', '/v1/memory/erasures', options.what.request);
+    id = started.id;
+    if (options.wait) process.stderr.write(`${NAME}: erasure ${id} of ${options.what.label} queued\n`);
+  }
+  if (!options.wait) {
+    process.stdout.write(`${id}\n`);
+    return;
+  }
+  await follow(options, request, id);
+}
+
+/** Polls the erasure until it has completed (exit 0) or failed (exit 1). */
+async function follow(options: Options, request: ReturnType<typeof api>, id: string): Promise<void> {
+  const bar = progress();
+  let interrupted = false;
+  const onInterrupt = () => {
+    interrupted = true;
+  };
+  process.once('SIGINT', onInterrupt);
+  const since = Date.now();
+  let hinted = false;
+  let failures = 0;
+  try {
+    for (;;) {
+      let erasure: Erasure | undefined;
+      try {
+        erasure = await request<Erasure>('GET', `/v1/memory/erasures/${id}`);
+        failures = 0;
+      } catch (error) {
+        // A blip (a restart, a proxy) while following is not the erasure failing.
+        if (!transient(error) || ++failures >= POLL_FAILURES_MAX) {
+          bar.end();
+          if (error instanceof Error) error.message += ` (while following erasure ${id}; it goes on without this command)`;
+          throw error;
+        }
+      }
+      if (erasure) {
+        if (erasure.status === 'completed') {
+          bar.end();
+          process.stdout.write(`erasure ${id} completed: erased ${counts(erasure)}\n`);
+          return;
+        }
+        if (erasure.status === 'failed') {
+          bar.end();
+          process.stderr.write(describeFailure(options, erasure));
+          process.exitCode = 1;
+          return;
+        }
+        bar.draw(erasure);
+        if (!hinted && erasure.status === 'pending' && Date.now() - since > NO_WORKER_HINT_MS) {
+          hinted = true;
+          bar.note(`${NAME}: erasure ${id} is still pending: is a worker (mnemo worker) running?`);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      if (interrupted) {
+        bar.end();
+        process.stderr.write(`${NAME}: stopped following; erasure ${id} goes on (mnemo erase --resume ${id} … follows it again)\n`);
+        process.exitCode = 130;
+        return;
+      }
+    }
+  } finally {
+    process.off('SIGINT', onInterrupt);
+  }
+}
