@@ -19,7 +19,16 @@ import type {
   WriteFactBodySchema,
 } from '../memory/schemas.ts';
 
-export type { ContextResult, ErrorCode, Fact, FactList, RetrieveResult };
+import type { CoverageReport } from '../episodes/coverage.ts';
+import type { ReportRequest, ReportStatus, ReportSummary } from '../episodes/schemas.ts';
+import type { ErasureStatus, ErasureTarget } from '../lifecycle/erasure.ts';
+
+export type { ContextResult, CoverageReport, ErasureStatus, ErasureTarget, ErrorCode, Fact, FactList, ReportRequest, ReportStatus, RetrieveResult };
+/** Report filters: the episodes prefix, the page of each list, and scope keys. */
+export type ReportQuery = { episodesPrefix?: string; limit?: number; offset?: number } & Partial<
+  Record<'orgId' | 'projectId' | 'userId' | 'participantId' | 'threadId' | 'sessionId', string>
+>;
+type Page<T> = { data: T[]; hasMore: boolean; nextCursor: string | null };
 export type RetrieveInput = z.input<typeof RetrieveBodySchema>;
 export type ContextInput = z.input<typeof ContextBodySchema>;
 export type WriteFactInput = z.input<typeof WriteFactBodySchema>;
@@ -119,6 +128,33 @@ export function createClient(options: ClientOptions) {
       retrieve: (input: RetrieveInput) => request<RetrieveResult>({ method: 'POST', path: '/v1/memory/retrieve', body: input }),
       /** The system text and the `<memory>` message to put in front of a model. */
       context: (input: ContextInput) => request<ContextResult>({ method: 'POST', path: '/v1/memory/context', body: input }),
+      /** Which episodes no consolidated fact has merged yet (DESIGN §6). */
+      report: (query: ReportQuery = {}) => request<CoverageReport>({ method: 'GET', path: '/v1/memory/report', query }),
+      /** The same report as a background job, kept for the history. */
+      reports: {
+        request: (input: ReportRequest = {}) =>
+          request<{ id: string; status: ReportStatus['status'] }>({ method: 'POST', path: '/v1/memory/reports', body: input }),
+        get: (id: string) => request<ReportStatus>({ method: 'GET', path: `/v1/memory/reports/${encodeURIComponent(id)}` }),
+        list: (page: { limit?: number; cursor?: string } = {}) => request<Page<ReportSummary>>({ method: 'GET', path: '/v1/memory/reports', query: page }),
+      },
+      /** Erasure of a fact, a person or a conversation (tenant admins, DESIGN §10). */
+      erasures: {
+        request: (target: ErasureTarget) =>
+          request<{ id: string; status: ErasureStatus['status'] }>({
+            method: 'POST',
+            path: '/v1/memory/erasures',
+            body:
+              target.kind === 'fact'
+                ? { factId: target.id }
+                : target.kind === 'conversation'
+                  ? { conversationId: target.id }
+                  : { subject: { kind: target.kind, id: target.id } },
+          }),
+        get: (id: string) => request<ErasureStatus>({ method: 'GET', path: `/v1/memory/erasures/${encodeURIComponent(id)}` }),
+        list: (page: { limit?: number; cursor?: string } = {}) => request<Page<ErasureStatus>>({ method: 'GET', path: '/v1/memory/erasures', query: page }),
+        resume: (id: string) =>
+          request<{ id: string; status: ErasureStatus['status'] }>({ method: 'POST', path: `/v1/memory/erasures/${encodeURIComponent(id)}/resume` }),
+      },
       facts: {
         write: (input: WriteFactInput, opts?: WriteOptions) =>
           request<Fact>({ method: 'POST', path: '/v1/memory/facts', body: input, headers: writeHeaders(opts) }),

@@ -9,7 +9,7 @@ describe('TypeScript client against the real server', () => {
   let tenantId: string;
 
   beforeAll(async () => {
-    api = await startTestApi();
+    api = await startTestApi({ worker: true });
     const tenant = await api.newTenant('client');
     tenantId = tenant.tenantId;
     client = createClient({ baseUrl: `${api.baseUrl}/`, token: tenant.admin });
@@ -78,5 +78,30 @@ describe('TypeScript client against the real server', () => {
     expect(seen[0]).toBe('retry-me');
     expect(seen[2]).toMatch(/^[0-9a-f-]{36}$/);
     expect(seen[3]).toBeNull();
+  });
+  it('reports coverage, runs a background report, and erases a person', async () => {
+    const { admin } = await api.newTenant('client-lifecycle');
+    const own = createClient({ baseUrl: api.baseUrl, token: admin });
+    const until = async <T extends { status: string }>(get: () => Promise<T>) => {
+      for (let i = 0; i < 200; i++) {
+        const current = await get();
+        if (current.status === 'completed' || current.status === 'failed') return current;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error('did not finish');
+    };
+
+    await own.memory.facts.write({ type: 'kiwi.page', content: { text: 'chat' }, memoryKind: 'episodic', episodeId: 'run-1', path: 'episodes/run-1.md' });
+    expect(await own.memory.report({ episodesPrefix: 'episodes/', limit: 10 })).toMatchObject({ episodic_count: 1, unmerged_count: 1 });
+    const queued = await own.memory.reports.request({ limit: 10 });
+    expect(await until(() => own.memory.reports.get(queued.id))).toMatchObject({ status: 'completed', result: { unmerged_count: 1 } });
+    expect((await own.memory.reports.list()).data.map((r) => r.id)).toEqual([queued.id]);
+
+    const fact = await own.memory.facts.write({ type: 'acme.note', content: { text: 'about end-9' }, subjects: [{ kind: 'participant', id: 'end-9' }] });
+    const erasure = await own.memory.erasures.request({ kind: 'participant', id: 'end-9' });
+    expect(await until(() => own.memory.erasures.get(erasure.id))).toMatchObject({ status: 'completed', factsErased: 1 });
+    expect((await own.memory.erasures.list()).data.map((e) => e.id)).toEqual([erasure.id]);
+    await expect(own.memory.facts.read(fact.id)).rejects.toMatchObject({ code: 'fact-not-found', status: 404 });
+    await expect(own.memory.erasures.resume(erasure.id)).rejects.toBeInstanceOf(MnemoError);
   });
 });
