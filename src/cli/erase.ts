@@ -10,8 +10,7 @@
  * erasure goes on).
  */
 import { parseArgs } from 'node:util';
-import { MnemoError } from '../client/index.ts';
-import type { ErasureStatus } from '../lifecycle/erasure.ts';
+import { createClient, type ErasureStatus, type ErasureTarget, MnemoError, type MnemoClient } from '../client/index.ts';
 import { asCommand, CommandLineError } from './memory.ts';
 
 const NAME = 'mnemo erase';
@@ -24,12 +23,6 @@ const NO_WORKER_HINT_MS = 15_000;
 
 const SUBJECT_KINDS = ['participant', 'external'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** The body of `POST /v1/memory/erasures`. */
-type ErasureRequest =
-  | { factId: string }
-  | { subject: { kind: (typeof SUBJECT_KINDS)[number]; id: string } }
-  | { conversationId: string };
 
 type Erasure = Pick<ErasureStatus, 'id' | 'status' | 'factsErased' | 'revisionsErased' | 'embeddingsDeleted' | 'error'>;
 
@@ -56,7 +49,7 @@ interface Options {
   tokenFromFlag: boolean;
   wait: boolean;
   /** What to erase, or the failed erasure to resume. */
-  what: { request: ErasureRequest; label: string } | { resume: string };
+  what: { target: ErasureTarget; label: string } | { resume: string };
 }
 
 function parse(argv: string[]): Options {
@@ -109,65 +102,47 @@ function parse(argv: string[]): Options {
   const [subject] = subjects;
   if (subject !== undefined) {
     const parsed = parseSubject(subject);
-    return { ...common, what: { request: { subject: parsed }, label: `${parsed.kind} ${parsed.id}` } };
+    return { ...common, what: { target: parsed, label: `${parsed.kind} ${parsed.id}` } };
   }
   const [conversation] = conversations;
   if (conversation !== undefined) {
     if (conversation.trim() === '') throw new CommandLineError('--conversation must name a conversation (a thread id)');
-    return { ...common, what: { request: { conversationId: conversation }, label: `conversation ${conversation}` } };
+    return { ...common, what: { target: { kind: 'conversation', id: conversation }, label: `conversation ${conversation}` } };
   }
   const factId = factIds[0]!;
   if (!UUID.test(factId)) throw new CommandLineError(`--fact must be a fact id (a UUID; got "${factId}")`);
-  return { ...common, what: { request: { factId }, label: `fact ${factId}` } };
+  return { ...common, what: { target: { kind: 'fact', id: factId }, label: `fact ${factId}` } };
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP (the typed client has no erasure calls; errors arrive as its MnemoError all the same)
+// HTTP: the typed client, with a timeout per request and a network failure as one readable line
 
 const networkCause = (error: unknown): string => {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
 };
 
-function api(baseUrl: string, token: string) {
-  return async function request<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-    let response: Response;
-    try {
-      response = await fetch(`${baseUrl}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${token}`,
-          accept: 'application/json',
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-      });
-    } catch (error) {
-      if (error instanceof DOMException && error.name === 'TimeoutError') {
-        throw new Unreachable(`no answer from ${baseUrl} within ${REQUEST_TIMEOUT_MS / 1000} s (${method} ${path})`);
+function clientFor(baseUrl: string, token: string): MnemoClient {
+  return createClient({
+    baseUrl,
+    token,
+    fetch: async (input, init) => {
+      try {
+        return await fetch(input, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      } catch (error) {
+        if (error instanceof DOMException && error.name === 'TimeoutError') {
+          throw new Unreachable(`no answer from ${baseUrl} within ${REQUEST_TIMEOUT_MS / 1000} s`);
+        }
+        throw new Unreachable(`cannot reach ${baseUrl}: ${networkCause(error)}`);
       }
-      throw new Unreachable(`cannot reach ${baseUrl}: ${networkCause(error)}`);
-    }
-    const text = await response.text().catch(() => '');
-    let parsed: unknown;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    if (!response.ok) {
-      const envelope = (parsed as { error?: Record<string, unknown> } | undefined)?.error;
-      const requestId = (envelope?.requestId as string | undefined) ?? response.headers.get('x-request-id') ?? undefined;
-      if (envelope && typeof envelope.code === 'string') {
-        const { code, message, ...rest } = envelope;
-        throw new MnemoError(code as MnemoError['code'], String(message), response.status, requestId, rest);
-      }
-      throw new MnemoError(response.status >= 500 ? 'internal' : 'bad-input', `HTTP ${response.status} from ${method} ${path}: is ${baseUrl} the Mnemo API?`, response.status, requestId, {});
-    }
-    if (!isErasure(parsed)) throw new Unreachable(`${baseUrl} did not answer ${method} ${path} with an erasure: is it the Mnemo API?`);
-    return parsed as T;
-  };
+    },
+  });
+}
+
+/** An answer that is not an erasure means the URL is not the Mnemo API. */
+function erasureFrom<T>(baseUrl: string, value: T): T {
+  if (!isErasure(value)) throw new Unreachable(`${baseUrl} did not answer with an erasure: is it the Mnemo API?`);
+  return value;
 }
 
 const isErasure = (value: unknown): value is Pick<Erasure, 'id' | 'status'> =>
@@ -258,14 +233,15 @@ export async function erase(argv: string[]): Promise<void> {
 }
 
 async function run(options: Options): Promise<void> {
-  const request = api(options.baseUrl, options.token);
+  const { erasures } = clientFor(options.baseUrl, options.token).memory;
+  const get = async (id: string) => erasureFrom(options.baseUrl, await erasures.get(id));
   let id: string;
   if ('resume' in options.what) {
     id = options.what.resume;
-    const current = await request<Erasure>('GET', `/v1/memory/erasures/${id}`);
+    const current = await get(id);
     if (current.status === 'failed') {
       try {
-        await request('POST', `/v1/memory/erasures/${id}/resume`);
+        erasureFrom(options.baseUrl, await erasures.resume(id));
         process.stderr.write(`${NAME}: erasure ${id} resumed\n`);
       } catch (error) {
         // Someone else resumed it meanwhile: follow it all the same.
@@ -278,7 +254,7 @@ async function run(options: Options): Promise<void> {
       process.stderr.write(`${NAME}: erasure ${id} is ${current.status} (not failed): following it\n`);
     }
   } else {
-    const started = await request<Pick<Erasure, 'id' | 'status'>>('POST', '/v1/memory/erasures', options.what.request);
+    const started = erasureFrom(options.baseUrl, await erasures.request(options.what.target));
     id = started.id;
     if (options.wait) process.stderr.write(`${NAME}: erasure ${id} of ${options.what.label} queued\n`);
   }
@@ -286,11 +262,11 @@ async function run(options: Options): Promise<void> {
     process.stdout.write(`${id}\n`);
     return;
   }
-  await follow(options, request, id);
+  await follow(options, get, id);
 }
 
 /** Polls the erasure until it has completed (exit 0) or failed (exit 1). */
-async function follow(options: Options, request: ReturnType<typeof api>, id: string): Promise<void> {
+async function follow(options: Options, get: (id: string) => Promise<Erasure>, id: string): Promise<void> {
   const bar = progress();
   let interrupted = false;
   const onInterrupt = () => {
@@ -304,7 +280,7 @@ async function follow(options: Options, request: ReturnType<typeof api>, id: str
     for (;;) {
       let erasure: Erasure | undefined;
       try {
-        erasure = await request<Erasure>('GET', `/v1/memory/erasures/${id}`);
+        erasure = await get(id);
         failures = 0;
       } catch (error) {
         // A blip (a restart, a proxy) while following is not the erasure failing.
