@@ -95,6 +95,19 @@ describe('facts API', () => {
       expect(denied.body.error.code).toBe('permission-denied');
       const held = await write(note('hold', { scope: { projectId: 'p1' }, retention: { legalHold: true } }));
       expect(held.body.retention.legalHold).toBe(true);
+
+      // Lifted through supersede, by an admin only; a supersede that leaves it alone keeps it.
+      const supersede = (body: Record<string, unknown>, token: string) =>
+        api.request('POST', `/v1/memory/facts/${held.body.id}/supersede`, { token, body: { content: { text: 'hold' }, ...body } });
+      const kept = await supersede({}, member);
+      expect(kept.status).toBe(200);
+      expect(kept.body.retention.legalHold).toBe(true);
+      const lift = await supersede({ retention: { legalHold: false } }, member);
+      expect(lift.status).toBe(403);
+      expect(lift.body.error.code).toBe('permission-denied');
+      const lifted = await supersede({ retention: { legalHold: false } }, admin);
+      expect(lifted.status).toBe(200);
+      expect(lifted.body.retention.legalHold).toBe(false);
     });
   });
 
