@@ -177,15 +177,25 @@ export async function resumeErasure(ctx: MemoryContext, id: string): Promise<{ e
   });
 }
 
-/** Facts the target names: by id, by scope (participant, conversation) or by subjects. */
+/**
+ * Facts the target names: by id, by scope (participant, conversation; fixed for a fact's life) or
+ * by subjects — in any revision, since a supersede may have dropped the person from the current one.
+ */
 function matching(target: ErasureTarget): SQL {
+  const named = (kind: 'participant' | 'external') => {
+    const subject = JSON.stringify([{ kind, id: target.id }]);
+    return or(
+      sql`${facts.subjects} @> ${subject}::jsonb`,
+      sql`exists (select 1 from ${factRevisions} where ${factRevisions.factId} = ${facts.id} and ${factRevisions.subjects} @> ${subject}::jsonb)`,
+    )!;
+  };
   switch (target.kind) {
     case 'fact':
       return eq(facts.id, target.id);
     case 'participant':
-      return or(eq(facts.participantId, target.id), sql`${facts.subjects} @> ${JSON.stringify([{ kind: 'participant', id: target.id }])}::jsonb`)!;
+      return or(eq(facts.participantId, target.id), named('participant'))!;
     case 'external':
-      return sql`${facts.subjects} @> ${JSON.stringify([{ kind: 'external', id: target.id }])}::jsonb`;
+      return named('external');
     case 'conversation':
       return eq(facts.threadId, target.id);
   }

@@ -63,6 +63,9 @@ describe('erasure', () => {
     const byScope = (await write(token, { scope: { projectId: 'p1', participantId: 'end-9' } })).body;
     const bySubject = (await write(token, { subjects: [{ kind: 'participant', id: 'end-9' }, { kind: 'external', id: 'crm-1' }] })).body;
     await api.request('POST', `/v1/memory/facts/${bySubject.id}/supersede`, { token, body: { content: { text: 'end-9, again' } } });
+    // Named in its first revision only: a supersede dropped the person from the current one.
+    const formerly = (await write(token, { subjects: [{ kind: 'participant', id: 'end-9' }] })).body;
+    await api.request('POST', `/v1/memory/facts/${formerly.id}/supersede`, { token, body: { content: { text: 'no one in particular' }, subjects: [] } });
     const other = (await write(token, { scope: { projectId: 'p1', participantId: 'end-8' }, content: { text: 'about end-8' } })).body;
     await withTenant(api.db.app.db, tenantId, (tx) =>
       storeEmbeddings(tx, tenantId, 'test-model-3', 3, [
@@ -78,15 +81,15 @@ describe('erasure', () => {
     expect(done).toMatchObject({
       status: 'completed',
       target: { kind: 'subject', subjectKind: 'participant' },
-      factsErased: 2,
-      revisionsErased: 3,
+      factsErased: 3,
+      revisionsErased: 5,
       embeddingsDeleted: 1,
       error: null,
     });
 
     const after = await rows(tenantId);
     const fact = (id: string) => after.facts.find((f) => f.id === id)!;
-    for (const id of [byScope.id, bySubject.id]) {
+    for (const id of [byScope.id, bySubject.id, formerly.id]) {
       expect(fact(id)).toMatchObject({ content: null, subjects: [], invalidation_reason: 'erased' });
       for (const revision of after.revisions.filter((r) => r.fact_id === id)) expect(revision).toMatchObject({ content: null, subjects: [] });
       expect((await api.request('GET', `/v1/memory/facts/${id}`, { token })).status).toBe(404);
