@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { createClient, type ErasureStatus, type ErasureTarget, MnemoError, type MnemoClient } from '../client/index.ts';
-import { asCommand, CommandLineError } from './memory.ts';
+import { apiFlags, asCommand, CommandLineError } from './memory.ts';
 
 const NAME = 'mnemo erase';
 const POLL_MS = 500;
@@ -82,18 +82,7 @@ function parse(argv: string[]): Options {
     );
   }
 
-  if (!values.url) throw new CommandLineError('--url is required (the Mnemo API, e.g. --url http://localhost:3000)');
-  let url: URL;
-  try {
-    url = new URL(values.url);
-  } catch {
-    throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
-  const token = values.token || process.env.MNEMO_TOKEN;
-  if (!token) throw new CommandLineError('--token is required (or MNEMO_TOKEN): a tenant admin\'s bearer token');
-
-  const common = { baseUrl: values.url.replace(/\/+$/, ''), token, tokenFromFlag: Boolean(values.token), wait: !values['no-wait'] };
+  const common = { ...apiFlags(values, "a tenant admin's bearer token"), wait: !values['no-wait'] };
   const [resume] = resumes;
   if (resume !== undefined) {
     if (!UUID.test(resume)) throw new CommandLineError(`--resume must be an erasure id (a UUID, as mnemo erase printed it; got "${resume}")`);

@@ -18,7 +18,7 @@ import { type MemoryKind, memoryKinds, type ProvenanceRef } from '../db/schema/f
 import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../episodes/coverage.ts';
 import { assertKnowledgeRoot, type Frontmatter, type ParsedFile, readKnowledgeFile, resolveEpisodesPrefix, walkKnowledgeFiles } from '../episodes/files.ts';
 import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
-import { asCommand, CommandLineError } from './memory.ts';
+import { apiFlags, asCommand, CommandLineError } from './memory.ts';
 
 const DEFAULT_TYPE = 'kiwi.page';
 /** Files imported at once. */
@@ -391,22 +391,12 @@ async function run(argv: string[]): Promise<void> {
     allowPositionals: false,
   });
   if (!values.root) throw new CommandLineError('--root is required (the knowledge folder, e.g. --root ./knowledge)');
-  if (!values.url) throw new CommandLineError('--url is required (the Mnemo API, e.g. --url http://localhost:3000)');
-  let url: URL;
-  try {
-    url = new URL(values.url);
-  } catch {
-    throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
-  const token = values.token || process.env.MNEMO_TOKEN;
-  if (!token) throw new CommandLineError('--token is required (or MNEMO_TOKEN): a bearer token allowed to write tenant-wide facts');
+  const { baseUrl, token } = apiFlags(values, 'a bearer token allowed to write tenant-wide facts');
   const type = FactTypeSchema.safeParse(values.type);
   if (!type.success) throw new CommandLineError(`--type ${type.error.issues[0]?.message ?? 'is not a fact type'} (got "${values.type}")`);
   await assertKnowledgeRoot(values.root);
   const { prefix } = await resolveEpisodesPrefix(values.root, values['episodes-prefix']);
 
-  const baseUrl = values.url.replace(/\/+$/, '');
   const importer: Importer = {
     root: values.root,
     type: type.data,

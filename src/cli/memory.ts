@@ -43,6 +43,21 @@ export function attachNumbers(argv: readonly string[], names: readonly string[])
   return out;
 }
 
+/** `--url` and `--token` (or MNEMO_TOKEN) of a command that talks to the API, checked. */
+export function apiFlags(values: { url?: string | undefined; token?: string | undefined }, tokenFor: string) {
+  if (!values.url) throw new CommandLineError('--url is required (the Mnemo API, e.g. --url http://localhost:3000)');
+  let url: URL | undefined;
+  try {
+    url = new URL(values.url);
+  } catch {
+    url = undefined;
+  }
+  if (url?.protocol !== 'http:' && url?.protocol !== 'https:') throw new CommandLineError(`--url must be an http(s) URL (got "${values.url}")`);
+  const token = values.token || process.env.MNEMO_TOKEN;
+  if (!token) throw new CommandLineError(`--token is required (or MNEMO_TOKEN): ${tokenFor}`);
+  return { baseUrl: values.url.replace(/\/+$/, ''), token, tokenFromFlag: Boolean(values.token) };
+}
+
 /** A whole number ≥ 0 from a flag, or undefined when the flag is absent. */
 export function countFlag(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
