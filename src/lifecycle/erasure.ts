@@ -10,7 +10,8 @@
  * payload the job reads, which is scrubbed when the erasure completes.
  */
 import { createHmac } from 'node:crypto';
-import { and, desc, eq, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, lt, or, type SQL, sql } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Principal } from '../auth/permissions.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
 import { erasures, factEmbeddings, factRevisions, facts, outbox } from '../db/schema.ts';
@@ -255,7 +256,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
           .where(eq(erasures.id, erasureId));
         return 'legal-hold' as const;
       }
-      await eraseBatch(tx, erasureId, batch.map((f) => f.id));
+      await eraseBatch(tx, erasureId, target, batch.map((f) => f.id));
       return false;
     });
     if (done === 'legal-hold') return 'legal-hold';
@@ -273,12 +274,24 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
   return 'completed';
 }
 
-async function eraseBatch(tx: Tx, erasureId: string, ids: string[]): Promise<void> {
+/**
+ * The scope keys that hold the target's own id (a person's participantId, a conversation's
+ * threadId): cleared too, so the erased rows keep no trace of it. The row stays valid: a
+ * conversation key may always be absent.
+ */
+function scrubbedScope(target: ErasureTarget, columns: { participantId: AnyPgColumn; threadId: AnyPgColumn }) {
+  if (target.kind === 'participant') return { participantId: sql`nullif(${columns.participantId}, ${target.id})` };
+  if (target.kind === 'conversation') return { threadId: sql`nullif(${columns.threadId}, ${target.id})` };
+  return {};
+}
+
+async function eraseBatch(tx: Tx, erasureId: string, target: ErasureTarget, ids: string[]): Promise<void> {
   const erased = await tx
     .update(facts)
     .set({
       content: null,
       subjects: [],
+      ...scrubbedScope(target, facts),
       invalidatedAt: sql`coalesce(${facts.invalidatedAt}, clock_timestamp())`,
       invalidationReason: 'erased',
     })
@@ -286,8 +299,8 @@ async function eraseBatch(tx: Tx, erasureId: string, ids: string[]): Promise<voi
     .returning({ id: facts.id });
   const revisions = await tx
     .update(factRevisions)
-    .set({ content: null, subjects: [] })
-    .where(and(inArray(factRevisions.factId, ids), or(isNotNull(factRevisions.content), sql`${factRevisions.subjects} <> '[]'::jsonb`)))
+    .set({ content: null, subjects: [], ...scrubbedScope(target, factRevisions) })
+    .where(inArray(factRevisions.factId, ids))
     .returning({ version: factRevisions.version });
   const vectors = await tx.delete(factEmbeddings).where(inArray(factEmbeddings.factId, ids)).returning({ factId: factEmbeddings.factId });
   await tx

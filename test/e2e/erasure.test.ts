@@ -35,7 +35,7 @@ describe('erasure', () => {
   /** Rows as the owner (a superuser: row-level security does not filter it, so the tenant is named). */
   const rows = async (tenantId: string) => ({
     facts: await api.db.admin`select id, version, content, subjects, invalidation_reason, participant_id from facts where tenant_id = ${tenantId}`,
-    revisions: await api.db.admin`select fact_id, version, content, subjects from fact_revisions where tenant_id = ${tenantId}`,
+    revisions: await api.db.admin`select fact_id, version, content, subjects, participant_id from fact_revisions where tenant_id = ${tenantId}`,
     vectors: await api.db.admin`select fact_id from fact_embeddings where tenant_id = ${tenantId}`,
   });
 
@@ -94,6 +94,9 @@ describe('erasure', () => {
       for (const revision of after.revisions.filter((r) => r.fact_id === id)) expect(revision).toMatchObject({ content: null, subjects: [] });
       expect((await api.request('GET', `/v1/memory/facts/${id}`, { token })).status).toBe(404);
     }
+    // The person's id left the scope too; the fact stays in its project.
+    expect(fact(byScope.id).participant_id).toBeNull();
+    expect(after.revisions.filter((r) => r.fact_id === byScope.id).map((r) => r.participant_id)).toEqual([null]);
     expect(fact(bySubject.id).version).toBe(2);
     expect(after.revisions.filter((r) => r.fact_id === bySubject.id)).toHaveLength(2);
     expect(fact(other.id)).toMatchObject({ content: { text: 'about end-8' }, invalidation_reason: null });
@@ -120,6 +123,8 @@ describe('erasure', () => {
       expect(await waitFor(token, started.body.id)).toMatchObject({ status: 'completed', factsErased: 1 });
     }
     for (const id of [inThread.id, external.id, single.id]) expect((await api.request('GET', `/v1/memory/facts/${id}`, { token })).status).toBe(404);
+    const [thread] = await api.db.admin`select thread_id, project_id from facts where id = ${inThread.id}`;
+    expect(thread).toEqual({ thread_id: null, project_id: 'p1' });
     expect((await api.request('GET', `/v1/memory/facts/${keep.id}`, { token })).status).toBe(200);
   });
 
