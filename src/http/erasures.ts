@@ -1,12 +1,18 @@
-import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
 import { dispatchOutbox } from '../jobs/outbox.ts';
 import type { Queues } from '../jobs/queues.ts';
 import { promptly } from '../jobs/redis.ts';
 import { type ErasureTarget, getErasure, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
+import {
+  ErasureIdParamSchema,
+  ErasureListQuerySchema,
+  ErasureListSchema,
+  ErasureRequestSchema,
+  ErasureSchema,
+} from '../lifecycle/schemas.ts';
 import type { Logger } from '../log.ts';
-import { IdSchema } from '../memory/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
@@ -14,37 +20,6 @@ import { validationHook } from './validation.ts';
 
 const tags = ['lifecycle'];
 const security = bearerAuth;
-
-/** Exactly one of a fact, a person (subject) or a conversation (DESIGN §10). */
-const ErasureRequestSchema = z
-  .strictObject({
-    factId: z.uuid({ message: 'must be a fact id (a UUID)' }).optional(),
-    subject: z.strictObject({ kind: z.enum(['participant', 'external']), id: IdSchema }).optional(),
-    conversationId: IdSchema.optional().openapi({ description: 'A thread id: every fact of that conversation' }),
-  })
-  .refine((body) => [body.factId, body.subject, body.conversationId].filter((v) => v !== undefined).length === 1, {
-    message: 'give exactly one of factId, subject, conversationId',
-    path: ['factId'],
-  })
-  .openapi('ErasureRequest');
-
-const ErasureSchema = z
-  .object({
-    id: z.uuid(),
-    status: z.enum(['pending', 'running', 'completed', 'failed']),
-    target: z.object({ kind: z.enum(['fact', 'subject', 'conversation']), factId: z.string().optional(), subjectKind: z.string().optional() }),
-    requestedBy: z.string(),
-    factsErased: z.number().int(),
-    revisionsErased: z.number().int(),
-    embeddingsDeleted: z.number().int(),
-    error: z.object({ code: z.string(), factIds: z.array(z.string()).optional() }).nullable(),
-    createdAt: z.string(),
-    startedAt: z.string().nullable(),
-    finishedAt: z.string().nullable(),
-  })
-  .openapi('Erasure');
-
-const IdParamSchema = z.object({ id: z.uuid({ message: 'must be an erasure id (a UUID)' }).openapi({ param: { name: 'id', in: 'path' } }) });
 
 const requestRoute = createRoute({
   method: 'post',
@@ -62,7 +37,7 @@ const getRoute = createRoute({
   tags,
   security,
   summary: 'An erasure: status and counts (tenant admin)',
-  request: { params: IdParamSchema },
+  request: { params: ErasureIdParamSchema },
   responses: { 200: json(ErasureSchema, 'The erasure'), ...errorResponses },
 });
 
@@ -72,16 +47,8 @@ const listRoute = createRoute({
   tags,
   security,
   summary: 'Erasures, newest first (tenant admin)',
-  request: {
-    query: z.strictObject({
-      limit: z.string().regex(/^[1-9][0-9]?$|^100$/, 'limit must be a whole number from 1 to 100').transform(Number).optional(),
-      cursor: z.string().max(512).optional(),
-    }),
-  },
-  responses: {
-    200: json(z.object({ data: z.array(ErasureSchema), hasMore: z.boolean(), nextCursor: z.string().nullable() }), 'A page of erasures'),
-    ...errorResponses,
-  },
+  request: { query: ErasureListQuerySchema },
+  responses: { 200: json(ErasureListSchema, 'A page of erasures'), ...errorResponses },
 });
 
 const resumeRoute = createRoute({
@@ -90,7 +57,7 @@ const resumeRoute = createRoute({
   tags,
   security,
   summary: 'Run a failed erasure again, e.g. after a legal hold was lifted (tenant admin)',
-  request: { params: IdParamSchema },
+  request: { params: ErasureIdParamSchema },
   responses: { 202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued again'), ...errorResponses },
 });
 

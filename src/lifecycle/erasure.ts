@@ -23,6 +23,9 @@ import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
 import { decodeCursor, encodeCursor } from '../memory/cursor.ts';
 import { FactNotFound, LegalHold, PermissionDenied } from '../memory/errors.ts';
 import { uuidv7 } from '../memory/ids.ts';
+import type { ErasureStatus } from './schemas.ts';
+
+export type { ErasureStatus };
 
 export const ERASURE_BATCH = 200;
 
@@ -35,19 +38,6 @@ export type ErasureTarget =
 
 type ErasureRow = typeof erasures.$inferSelect;
 
-export interface ErasureStatus {
-  id: string;
-  status: ErasureRow['status'];
-  target: { kind: 'fact'; factId: string } | { kind: 'subject'; subjectKind: string } | { kind: 'conversation' };
-  requestedBy: string;
-  factsErased: number;
-  revisionsErased: number;
-  embeddingsDeleted: number;
-  error: { code: string; factIds?: string[] } | null;
-  createdAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-}
 
 export class ErasureUnavailable extends AppError {
   constructor() {
