@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, eq, gt, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import type { Principal } from '../auth/permissions.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
@@ -16,6 +16,14 @@ export interface Outcome {
   /** The response body, serialized once: stored and replayed byte for byte. */
   body: string;
   replayed: boolean;
+}
+
+/** A stored record as read with raw SQL (NULLs when there is none). */
+interface StoredRow {
+  request_hash: string | null;
+  response_status: number | null;
+  response_body: string | null;
+  locked?: boolean | null;
 }
 
 /** Stable JSON (sorted keys), so the same body hashes the same whatever its key order. */
@@ -36,7 +44,8 @@ function canonical(value: unknown): string {
  *   so a crash leaves neither the write nor the key;
  * - a repeat by the same caller with the same body replays the stored response; another body,
  *   or another caller, → 422;
- * - a repeat while the first is still running → 409 (a transaction-scoped advisory lock tells).
+ * - a repeat while the first is still running → 409 (a transaction-scoped advisory lock tells);
+ *   a repeat once it has finished always replays, however many arrive at once.
  * A domain error (4xx) is stored and replayed like a success, its writes rolled back to a
  * savepoint; an unexpected error (5xx) stores nothing, so the client may retry.
  * Without the header, `run` simply runs in its own transaction.
@@ -63,22 +72,32 @@ export async function idempotent(
     .digest('hex');
 
   return withTenant(db, principal.tenantId, async (tx) => {
-    const [lock] = (await tx.execute(
-      sql`select pg_try_advisory_xact_lock(hashtextextended(${`idempotency\n${principal.tenantId}\n${key}`}, 0)) as locked`,
-    )) as unknown as [{ locked: boolean }];
-    if (!lock.locked) {
-      throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
+    const lockKey = `idempotency\n${principal.tenantId}\n${key}`;
+    // The stored response is looked up before any lock, so parallel retries of a finished request
+    // all replay it instead of locking each other out (issue 10, defect 7). Only when there is no
+    // record is the key's lock tried, in the same statement: a replay costs this one round trip.
+    const [found] = (await tx.execute(sql`
+      select k.request_hash, k.response_status, k.response_body,
+             case when k.key is null then pg_try_advisory_xact_lock(hashtextextended(${lockKey}, 0)) end as locked
+      from (select 1) as one
+      left join idempotency_keys k
+        on k.tenant_id = ${principal.tenantId} and k.key = ${key} and k.expires_at > now()`)) as unknown as [StoredRow];
+    let stored: StoredRow | undefined = found.request_hash === null ? undefined : found;
+    if (!stored) {
+      if (!found.locked) {
+        throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
+      }
+      // The first request may have committed (and let go of the lock) between that statement's
+      // snapshot and the lock; a new statement sees its record, so it is replayed, not run twice.
+      [stored] = (await tx.execute(sql`
+        select request_hash, response_status, response_body from idempotency_keys
+        where tenant_id = ${principal.tenantId} and key = ${key} and expires_at > now()`)) as unknown as StoredRow[];
     }
-
-    const [stored] = await tx
-      .select()
-      .from(idempotencyKeys)
-      .where(and(eq(idempotencyKeys.key, key), gt(idempotencyKeys.expiresAt, sql`now()`)));
     if (stored) {
-      if (stored.requestHash !== requestHash) {
+      if (stored.request_hash !== requestHash) {
         throw new AppError('idempotency-key-reused', 'This Idempotency-Key was used with another request');
       }
-      return { status: stored.responseStatus!, body: stored.responseBody!, replayed: true };
+      return { status: stored.response_status!, body: stored.response_body!, replayed: true };
     }
 
     let outcome: { status: number; body: string };

@@ -115,6 +115,29 @@ describe('Idempotency-Key', () => {
     expect(later.text).toBe(created[0]!.text);
   });
 
+  /**
+   * Defect 7 of issue 10: parallel retries of a request that had already finished were answered
+   * 1 replay and 4 × 409, because every retry took the key's lock before looking for the stored
+   * response, so replays locked each other out. Once the first has finished, every retry replays.
+   */
+  it.each([
+    ['a success', FACTS, note('finished first'), 201],
+    ['a stored domain error', `${FACTS}/00000000-0000-4000-8000-000000000000/supersede`, { content: { text: 'x' } }, 404],
+  ])('replays %s to every one of 10 parallel retries once the first has finished', async (_name, path, body, status) => {
+    const { tenantId, admin: token } = await api.newTenant('idem-retries');
+    const key = newKey();
+    const first = await send('POST', path, { token, key, body });
+    expect(first.status).toBe(status);
+    const before = await counts(tenantId);
+
+    for (let round = 0; round < 3; round++) {
+      const retries = await Promise.all(Array.from({ length: 10 }, () => send('POST', path, { token, key, body })));
+      expect(retries.map((r) => `${r.status} ${r.headers.get('idempotent-replayed')}`)).toEqual(Array(10).fill(`${status} true`));
+      for (const retry of retries) expect(retry.text).toBe(first.text);
+    }
+    expect(await counts(tenantId)).toEqual(before);
+  });
+
   it('answers 422 idempotency-key-reused to the same key with another body, writing nothing', async () => {
     const { tenantId, admin: token } = await api.newTenant('idem-reused');
     const key = newKey();
