@@ -37,7 +37,12 @@ const contextRoute = createRoute({
 
 const EmbeddingStatusSchema = z
   .object({
-    configured: z.object({ model: z.string(), endpoint: z.string() }).nullable(),
+    configured: z
+      .object({
+        model: z.string(),
+        endpoint: z.string().openapi({ description: 'Scheme, host and path only: credentials and query string are not shown' }),
+      })
+      .nullable(),
     models: z.array(
       z.object({
         model: z.string(),
@@ -60,6 +65,22 @@ const embeddingsRoute = createRoute({
   responses: { 200: json(EmbeddingStatusSchema, 'Per model in use: live facts, embedded, backlog'), ...errorResponses },
 });
 
+/**
+ * A configured URL as it may be shown: scheme, host, port and path. Userinfo, query string and
+ * fragment are dropped, since that is where credentials sit (`user:key@`, `?api_key=`); an admin
+ * needs to see which endpoint is configured, never its secrets (issue 10, defect 9).
+ */
+export function redactUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    // Not a URL (config refuses such values): show nothing of it rather than all of it.
+    return '(not shown)';
+  }
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
 export interface RetrievalDeps {
   db: Db;
   embedder: QueryEmbedder | undefined;
@@ -68,6 +89,7 @@ export interface RetrievalDeps {
 
 export function retrievalRoutes({ db, embedder, configured }: RetrievalDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c), embedder });
+  const shown = configured ? { model: configured.model, endpoint: redactUrl(configured.endpoint) } : null;
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(retrieveRoute, async (c) => c.json(await retrieve(ctx(c), c.req.valid('json')), 200))
     .openapi(contextRoute, async (c) => c.json(await buildContext(ctx(c), c.req.valid('json')), 200))
@@ -82,6 +104,6 @@ export function retrievalRoutes({ db, embedder, configured }: RetrievalDeps) {
           }),
         ),
       );
-      return c.json({ configured: configured ?? null, models }, 200);
+      return c.json({ configured: shown, models }, 200);
     });
 }

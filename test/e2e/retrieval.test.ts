@@ -1,8 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient } from 'mnemo/client';
+import { createApp } from '../../src/app.ts';
+import { createTokenVerifier } from '../../src/auth/verify.ts';
+import { createLogger } from '../../src/log.ts';
 import { MEMORY_CLOSE, MEMORY_OPEN, MEMORY_SYSTEM_LINE } from '../../src/memory/prompt.ts';
 import { SEMANTIC_UNAVAILABLE_MESSAGE } from '../../src/memory/retrieve.ts';
-import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { startTestApi, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { uniqueTenant } from '../helpers/factories.ts';
+import { freePort, startProcess } from '../helpers/process.ts';
 
 const WASHER = 'end-7 orders spare parts for a washing machine.';
 
@@ -140,6 +146,8 @@ describe('retrieval with embeddings (the real local model)', () => {
     expect(status.body.models).toEqual([
       expect.objectContaining({ model: api.embeddings!.server.model, dims: 512, state: 'active', backlog: expect.any(Number) }),
     ]);
+    // A URL without secrets is shown as configured.
+    expect(status.body.configured).toEqual({ model: api.embeddings!.server.model, endpoint: api.embeddings!.server.url });
     const member = await tokenFor({ tid: tenantId, sub: 'm', role: 'member' });
     expect((await api.request('GET', '/v1/memory/embeddings', { token: member })).status).toBe(403);
   });
@@ -175,5 +183,78 @@ describe('retrieval without embeddings', () => {
     expect(response.body.error.message).toMatch(/^query/);
     const list = await api.request('POST', '/v1/memory/retrieve', { token: admin, body: { mode: 'list' } });
     expect(list.status).toBe(200);
+  });
+});
+
+/**
+ * Defect 9 of issue 10 (responses): GET /v1/memory/embeddings showed the endpoint URL as
+ * configured, so credentials in it (`user:password@`, `?api_key=`) reached every tenant admin.
+ * Only scheme, host, port and path are shown.
+ */
+describe('the configured embeddings endpoint, shown without its secrets', () => {
+  const SECRETS = ['s3cret-password', 'sk-query-secret', 'frag-secret', 'sk-header-secret'];
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+  });
+  afterAll(() => t.drop());
+
+  const noSecrets = (text: string) => {
+    for (const secret of SECRETS) expect(text).not.toContain(secret);
+    expect(text).not.toContain('user-x');
+  };
+
+  it('drops userinfo, query string and fragment (the app, as built with such a URL)', async () => {
+    const app = createApp({
+      logger: createLogger('error', {}, () => {}),
+      db: t.app.db,
+      verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
+      readiness: { accepting: () => true, checks: {} },
+      embeddings: {
+        embedder: { embed: async () => [] },
+        schedule: async () => {},
+        configured: { model: 'nomic-embed-text', endpoint: 'https://user-x:s3cret-password@emb.example.com:8443/v1/?api_key=sk-query-secret#frag-secret' },
+      },
+    });
+    const admin = await tokenFor({ tid: uniqueTenant('redact'), role: 'admin' });
+    const response = await app.request('/v1/memory/embeddings', { headers: { authorization: `Bearer ${admin}` } });
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(JSON.parse(text).configured).toEqual({ model: 'nomic-embed-text', endpoint: 'https://emb.example.com:8443/v1/' });
+    noSecrets(text);
+  });
+
+  it('shows no key of a URL in the query string, nor the API key, from a real API process', async () => {
+    const port = await freePort();
+    const api = startProcess('src/server.ts', [], {
+      DATABASE_URL: t.appUrl,
+      REDIS_URL: inject('redisUrl'),
+      MNEMO_JWT_SECRET: TEST_SECRET,
+      MNEMO_QUEUE_PREFIX: `mnemo-e2e-${t.name}`,
+      PORT: String(port),
+      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
+      // Nothing listens there: showing the status never calls the endpoint.
+      KINDGI_MEMORY_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1?api_key=sk-query-secret#frag-secret',
+      KINDGI_MEMORY_EMBEDDINGS_MODEL: 'nomic-embed-text',
+      KINDGI_MEMORY_EMBEDDINGS_API_KEY: 'sk-header-secret',
+    });
+    try {
+      await api.waitFor('"api listening"', 30_000);
+      const admin = await tokenFor({ tid: uniqueTenant('redact'), role: 'admin' });
+      const status = await fetch(`http://127.0.0.1:${port}/v1/memory/embeddings`, { headers: { authorization: `Bearer ${admin}` } });
+      const text = await status.text();
+      expect(status.status).toBe(200);
+      expect(JSON.parse(text).configured).toEqual({ model: 'nomic-embed-text', endpoint: 'http://127.0.0.1:9/v1' });
+      noSecrets(text);
+      // Nor anything else that answers without a tenant's data.
+      for (const path of ['/readyz', '/healthz', '/openapi.json', '/docs']) {
+        const response = await fetch(`http://127.0.0.1:${port}${path}`);
+        expect(response.status, path).toBe(200);
+        noSecrets(await response.text());
+      }
+    } finally {
+      api.child.kill('SIGTERM');
+      await api.exited;
+    }
   });
 });
