@@ -1,7 +1,12 @@
 import { z } from 'zod';
+import { textSchema } from '../memory/storable.ts';
 
-/** Ids (tenant, subject, scope ids) are strings of 1–128 characters (DESIGN §3). */
-export const idSchema = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+/**
+ * Ids (tenant, subject, scope ids) are strings of 1–128 characters (DESIGN §3), storable as
+ * text: a signed token is still refused (401) when an id holds a NUL or an unpaired surrogate,
+ * which PostgreSQL cannot compare or would store as another tenant's id.
+ */
+export const idSchema = textSchema().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
 
 export const roles = ['admin', 'member', 'service'] as const;
 export type Role = (typeof roles)[number];

@@ -5,6 +5,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import { ScopeInputSchema, scopeKeys } from '../memory/schemas.ts';
+import { textSchema } from '../memory/storable.ts';
 
 /** Lists longer than this need `limit`; counts are always complete. */
 export const REPORT_LIST_DEFAULT = 1000;
@@ -19,7 +20,7 @@ const nonNegativeInt = (name: string, max: number) =>
     .transform(Number)
     .pipe(z.number().max(max, `${name} must be at most ${max}`));
 
-const prefix = z.string().max(1024, 'must be at most 1024 characters');
+const prefix = textSchema().max(1024, 'must be at most 1024 characters');
 
 /** `GET /v1/memory/report`. */
 export const ReportQuerySchema = z.strictObject({
@@ -94,7 +95,7 @@ export const ReportHistoryQuerySchema = z.strictObject({
   limit: nonNegativeInt('limit', REPORT_HISTORY_MAX)
     .pipe(z.number().min(1, 'limit must be at least 1'))
     .optional(),
-  cursor: z.string().max(512).optional(),
+  cursor: textSchema().max(512).optional(),
 });
 
 export const ReportHistorySchema = z

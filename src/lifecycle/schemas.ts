@@ -5,6 +5,7 @@
 import { z } from '@hono/zod-openapi';
 import { jobStatuses } from '../db/schema/lifecycle.ts';
 import { IdSchema } from '../memory/schemas.ts';
+import { textSchema } from '../memory/storable.ts';
 
 /** Exactly one of a fact, a person (subject) or a conversation. */
 export const ErasureRequestSchema = z
@@ -45,7 +46,7 @@ export const ErasureListSchema = z
 
 export const ErasureListQuerySchema = z.strictObject({
   limit: z.string().regex(/^[1-9][0-9]?$|^100$/, 'limit must be a whole number from 1 to 100').transform(Number).optional(),
-  cursor: z.string().max(512).optional(),
+  cursor: textSchema().max(512).optional(),
 });
 
 export const ErasureIdParamSchema = z.object({

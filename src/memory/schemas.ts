@@ -4,6 +4,9 @@
  */
 import { z } from '@hono/zod-openapi';
 import { memoryKinds } from '../db/schema/facts.ts';
+import { CONTENT_MAX_DEPTH, textSchema, TimestampSchema, unstorableJson } from './storable.ts';
+
+export { TimestampSchema } from './storable.ts';
 
 export const CONTENT_MAX_BYTES = 64 * 1024;
 export const SUBJECTS_MAX = 20;
@@ -16,15 +19,11 @@ export const LIST_LIMIT_MAX = 100;
 
 const TYPE_PATTERN = /^[a-z0-9][a-z0-9._-]*$/;
 
-export const IdSchema = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+export const IdSchema = textSchema().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
 
 export const FactTypeSchema = IdSchema.regex(TYPE_PATTERN, 'must match ^[a-z0-9][a-z0-9._-]*$ (e.g. acme.preference)').openapi({
   example: 'acme.note',
 });
-
-export const TimestampSchema = z.iso
-  .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z' })
-  .openapi({ example: '2026-01-31T12:00:00Z' });
 
 /** The scope keys, each optional: for scopes as written and scope filters in queries. */
 export const scopeKeys = {
@@ -48,12 +47,12 @@ export const SubjectSchema = z
 
 export const ProvenanceRefSchema = z
   .strictObject({
-    type: z.string().min(1).max(128),
-    id: z.string().max(1024).optional(),
-    path: z.string().max(1024).optional(),
-    date: z.string().max(64).optional(),
-    actor: z.string().max(256).optional(),
-    note: z.string().max(2048).optional(),
+    type: textSchema().min(1).max(128),
+    id: textSchema().max(1024).optional(),
+    path: textSchema().max(1024).optional(),
+    date: textSchema().max(64).optional(),
+    actor: textSchema().max(256).optional(),
+    note: textSchema().max(2048).optional(),
   })
   .openapi('ProvenanceRef');
 
@@ -88,7 +87,10 @@ export const RetentionInputSchema = z
   })
   .openapi('RetentionInput');
 
-/** Any JSON value but null, at most 64 KiB serialized. */
+/**
+ * Any JSON value but null, at most 64 KiB serialized and 64 levels deep, that PostgreSQL can
+ * store (no NUL, no unpaired surrogate in a string or key, no infinite number).
+ */
 export const ContentSchema = z
   .unknown()
   .superRefine((value, ctx) => {
@@ -96,12 +98,20 @@ export const ContentSchema = z
       ctx.addIssue({ code: 'custom', message: 'is required (any JSON value but null)' });
       return;
     }
+    // Checked before serializing: a deep enough value makes JSON.stringify throw (RangeError).
+    const problem = unstorableJson(value);
+    if (problem) {
+      ctx.addIssue({ code: 'custom', message: problem.message, path: problem.path });
+      return;
+    }
     const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
     if (bytes > CONTENT_MAX_BYTES) {
       ctx.addIssue({ code: 'custom', message: `must be at most 64 KiB serialized (is ${bytes} bytes)` });
     }
   })
-  .openapi({ description: 'Any JSON value but null, at most 64 KiB serialized', example: { text: 'Prefers email.' } });
+  .openapi({
+    description: `Any JSON value but null, at most 64 KiB serialized and ${CONTENT_MAX_DEPTH} levels deep; strings and keys without NUL or unpaired surrogates`,
+    example: { text: 'Prefers email.' } });
 
 const TrustInputSchema = z.enum(['asserted', 'unverified'], {
   error: (issue) =>
@@ -133,7 +143,7 @@ export const WriteFactBodySchema = z
     trust: TrustInputSchema.optional(),
     memoryKind: MemoryKindSchema.optional(),
     episodeId: IdSchema.optional(),
-    path: z.string().min(1).max(1024).optional(),
+    path: textSchema().min(1).max(1024).optional(),
     ...revisable,
   })
   .refine(validityOrdered, validityIssue)
@@ -218,7 +228,7 @@ export const ListQuerySchema = z
     ...scopeKeys,
     trust: z.enum(['asserted', 'unverified', 'verified']).optional(),
     memoryKind: MemoryKindSchema.optional(),
-    path: z.string().min(1).max(1024).optional().openapi({ description: 'Exact path (an importer finds the fact holding a file)' }),
+    path: textSchema().min(1).max(1024).optional().openapi({ description: 'Exact path (an importer finds the fact holding a file)' }),
     episodeId: IdSchema.optional(),
     subjectKind: z.enum(['participant', 'user', 'external']).optional(),
     subjectId: IdSchema.optional(),
@@ -230,7 +240,7 @@ export const ListQuerySchema = z
       .transform(Number)
       .pipe(z.number().int().min(1, 'must be at least 1').max(LIST_LIMIT_MAX, `must be at most ${LIST_LIMIT_MAX}`))
       .optional(),
-    cursor: z.string().max(512).optional(),
+    cursor: textSchema().max(512).optional(),
   })
   .refine((q) => (q.subjectKind === undefined) === (q.subjectId === undefined), {
     message: 'subjectKind and subjectId go together',
@@ -264,7 +274,7 @@ const retrievalFilters = {
   validAt: TimestampSchema.optional(),
 };
 
-const QuerySchema = z.string().trim().min(1, 'must not be empty').max(QUERY_MAX_CHARS, `must be at most ${QUERY_MAX_CHARS} characters`);
+const QuerySchema = textSchema().trim().min(1, 'must not be empty').max(QUERY_MAX_CHARS, `must be at most ${QUERY_MAX_CHARS} characters`);
 
 const needsQuery = (body: { mode?: RetrievalMode | undefined; query?: string | undefined }) =>
   body.mode === 'list' || body.query !== undefined;

@@ -4,8 +4,10 @@
  * rows behind the API are counted with the owner connection, which sees every tenant.
  */
 import http from 'node:http';
+import net from 'node:net';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApi, type ApiResponse, type TestApi } from '../helpers/api.ts';
+import { startTestApi, TEST_SECRET, type ApiResponse, type TestApi } from '../helpers/api.ts';
 
 const FACTS = '/v1/memory/facts';
 const long = (n: number) => 'a'.repeat(n);
@@ -365,6 +367,201 @@ describe('validation: 400 bad-input naming the field, nothing written', () => {
       const body = suffix === '/supersede' ? { content: { text: 'x' } } : method === 'POST' ? {} : undefined;
       const response = await unchanged(() => api.request(method, `${FACTS}/not-a-uuid${suffix}`, { token, body }));
       expectBadInput(response, 'id');
+    });
+  });
+
+  /**
+   * Bytes and shapes PostgreSQL cannot store (issue 10, defect 3): each used to reach the
+   * database and answer 500. Every one is now a 400 naming the field, and no row anywhere in
+   * this file's database changes (facts, revisions, keys, erasures, reports, outbox, tenants).
+   */
+  describe('bytes and shapes the database cannot store', () => {
+    const tables = [
+      'facts',
+      'fact_revisions',
+      'idempotency_keys',
+      'erasures',
+      'coverage_reports',
+      'coverage_report_schedules',
+      'outbox',
+      'tenants',
+    ] as const;
+
+    async function stored(): Promise<Record<string, number>> {
+      const counts: Record<string, number> = {};
+      for (const table of tables) {
+        const [row] = await api.db.admin<{ n: number }[]>`select count(*)::int as n from ${api.db.admin(table)}`;
+        counts[table] = row!.n;
+      }
+      return counts;
+    }
+
+    /** Sends, then checks the answer is 400 bad-input naming `field` and that nothing was stored. */
+    async function refused(send: () => Promise<ApiResponse>, field: string) {
+      const before = await stored();
+      const response = await send();
+      expectBadInput(response, field);
+      expect(await stored(), 'rows stored by a refused request').toEqual(before);
+      return response;
+    }
+
+    const NUL = '\u0000';
+    const LONE = '\ud800';
+    /** `content` nested `depth` arrays deep around a string. */
+    const nested = (depth: number): unknown => {
+      let value: unknown = 'x';
+      for (let i = 0; i < depth; i++) value = [value];
+      return value;
+    };
+    /** A body already serialized: too deep for this process's own JSON.stringify to write. */
+    class Raw {
+      constructor(readonly text: string) {}
+    }
+    const deepBody = (depth: number) => new Raw(`{"type":"acme.note","content":${'['.repeat(depth)}"x"${']'.repeat(depth)}}`);
+    const post = (path: string, body: unknown, headers?: Record<string, string>) =>
+      api.request('POST', path, { token, ...(body instanceof Raw ? { rawBody: body.text } : { body }), ...(headers ? { headers } : {}) });
+
+    // [case, route, body, field named]
+    const bodies: [string, string, unknown, string][] = [
+      ['a NUL in a content string', FACTS, { ...valid, content: { text: `a${NUL}b` } }, 'content.text'],
+      ['a NUL in content as a bare string', FACTS, { ...valid, content: `a${NUL}` }, 'content'],
+      ['a NUL in a content key', FACTS, { ...valid, content: { [`k${NUL}`]: 1 } }, 'content'],
+      ['a NUL deep in content', FACTS, { ...valid, content: { a: [{ b: [`x${NUL}`] }] } }, 'content.a.0.b.0'],
+      ['a lone surrogate in a content string', FACTS, { ...valid, content: { text: LONE } }, 'content.text'],
+      ['a lone surrogate in a content key', FACTS, { ...valid, content: { [LONE]: 'x' } }, 'content'],
+      ['content nested 5,000 deep (a 10 KB body)', FACTS, deepBody(5000), 'content'],
+      ['content nested 65 deep, one past the limit', FACTS, { ...valid, content: nested(65) }, 'content'],
+      ['a NUL in scope.projectId', FACTS, { ...valid, scope: { projectId: `p${NUL}` } }, 'scope.projectId'],
+      ['a lone surrogate in scope.projectId', FACTS, { ...valid, scope: { projectId: `p${LONE}` } }, 'scope.projectId'],
+      ['a NUL in path', FACTS, { ...valid, path: `notes/${NUL}.md` }, 'path'],
+      ['a NUL in episodeId', FACTS, { ...valid, episodeId: `ep${NUL}` }, 'episodeId'],
+      ['a NUL in subjects[0].id', FACTS, { ...valid, subjects: [{ kind: 'user', id: `u${NUL}` }] }, 'subjects.0.id'],
+      ['a NUL in mergedFrom[0].id', FACTS, { ...valid, mergedFrom: [{ type: 'kiwi.page', id: `x${NUL}` }] }, 'mergedFrom.0.id'],
+      ['a NUL in mergedFrom[0].date', FACTS, { ...valid, mergedFrom: [{ type: 'kiwi.page', id: 'x', date: `2026${NUL}` }] }, 'mergedFrom.0.date'],
+      ['a NUL in mergedFrom[0].type', FACTS, { ...valid, mergedFrom: [{ type: `kiwi${NUL}`, id: 'x' }] }, 'mergedFrom.0.type'],
+      ['a NUL in type', FACTS, { ...valid, type: `acme${NUL}` }, 'type'],
+      ['validFrom 0001-01-01T00:00:00+14:00 (year 0 in UTC)', FACTS, { ...valid, validFrom: '0001-01-01T00:00:00+14:00' }, 'validFrom'],
+      ['validUntil 0000-01-01T00:00:00Z', FACTS, { ...valid, validUntil: '0000-01-01T00:00:00Z' }, 'validUntil'],
+      ['observedAt 9999-12-31T23:00:00-01:00 (year 10000 in UTC)', FACTS, { ...valid, observedAt: '9999-12-31T23:00:00-01:00' }, 'observedAt'],
+      ['retention.keepUntil 0000-06-01T00:00:00Z', FACTS, { ...valid, retention: { keepUntil: '0000-06-01T00:00:00Z' } }, 'retention.keepUntil'],
+      ['a NUL in a keyword query', '/v1/memory/retrieve', { mode: 'keyword', query: `washing${NUL}machine` }, 'query'],
+      ['a NUL in a context query', '/v1/memory/context', { query: `a${NUL}` }, 'query'],
+      ['a NUL in a retrieve scope', '/v1/memory/retrieve', { mode: 'list', scope: { projectId: NUL } }, 'scope.projectId'],
+      ['validAt 0000-01-01T00:00:00Z in retrieve', '/v1/memory/retrieve', { mode: 'list', validAt: '0000-01-01T00:00:00Z' }, 'validAt'],
+      ['a NUL in a report prefix', '/v1/memory/reports', { episodesPrefix: `episodes/${NUL}` }, 'episodesPrefix'],
+      ['a NUL in an erasure subject id', '/v1/memory/erasures', { subject: { kind: 'participant', id: `end-9${NUL}` } }, 'subject.id'],
+      ['a NUL in an erasure conversation id', '/v1/memory/erasures', { conversationId: `th${NUL}` }, 'conversationId'],
+    ];
+
+    it.each(bodies)('POST refuses %s', async (_name, path, body, field) => {
+      await refused(() => post(path, body), field);
+    });
+
+    it('PUT /v1/memory/reports/schedule refuses a NUL in episodesPrefix', async () => {
+      await refused(() => api.request('PUT', '/v1/memory/reports/schedule', { token, body: { episodesPrefix: NUL } }), 'episodesPrefix');
+    });
+
+    it('supersede refuses a NUL, a lone surrogate and year 0 in its body', async () => {
+      const at = `${FACTS}/${factId}/supersede`;
+      await refused(() => post(at, { content: { note: `x${NUL}` } }), 'content.note');
+      await refused(() => post(at, { content: [LONE] }), 'content.0');
+      await refused(() => post(at, { content: 'x', validFrom: '0001-01-01T00:00:00+14:00' }), 'validFrom');
+      await refused(() => post(at, { content: 'x', subjects: [{ kind: 'external', id: NUL }] }), 'subjects.0.id');
+    });
+
+    it('an idempotent write with a NUL stores no key either', async () => {
+      await refused(() => post(FACTS, { ...valid, content: { text: NUL } }, { 'Idempotency-Key': 'nul-key-1' }), 'content.text');
+    });
+
+    // [case, path and query, field named]
+    const queries: [string, string, string][] = [
+      ['asOf=0000-01-01T00:00:00Z on the list', `${FACTS}?asOf=0000-01-01T00:00:00Z`, 'asOf'],
+      ['validAt=0000-01-01T00:00:00Z on the list', `${FACTS}?validAt=0000-01-01T00:00:00Z`, 'validAt'],
+      ['asOf in year 10000 UTC on the list', `${FACTS}?asOf=${encodeURIComponent('9999-12-31T23:30:00-01:00')}`, 'asOf'],
+      ['a NUL in projectId on the list', `${FACTS}?projectId=p%00`, 'projectId'],
+      ['a NUL in episodeId on the list', `${FACTS}?episodeId=%00`, 'episodeId'],
+      ['a NUL in path on the list', `${FACTS}?path=a%00b`, 'path'],
+      ['a NUL in subjectId on the list', `${FACTS}?subjectKind=user&subjectId=u%00`, 'subjectId'],
+      ['a NUL in cursor on the list', `${FACTS}?cursor=%00`, 'cursor'],
+      ['a NUL in participantId on the report', '/v1/memory/report?projectId=p&participantId=%00', 'participantId'],
+      ['a NUL in episodesPrefix on the report', '/v1/memory/report?episodesPrefix=e%00', 'episodesPrefix'],
+      ['a NUL in episodes_prefix on the KiwiFS report', '/api/kiwi/memory/report?episodes_prefix=%00', 'episodes_prefix'],
+      ['a NUL in cursor on the erasures', '/v1/memory/erasures?cursor=%00', 'cursor'],
+    ];
+
+    it.each(queries)('GET refuses %s', async (_name, pathAndQuery, field) => {
+      await refused(() => api.request('GET', pathAndQuery, { token }), field);
+    });
+
+    it('GET one refuses asOf=0000-01-01T00:00:00Z', async () => {
+      await refused(() => api.request('GET', `${FACTS}/${factId}?asOf=0000-01-01T00:00:00Z`, { token }), 'asOf');
+    });
+
+    it('accepts the ends of the range: content 64 deep, years 1 and 9999 in UTC', async () => {
+      const deep = await post(FACTS, { ...valid, content: nested(64) });
+      expect(deep.status, JSON.stringify(deep.body)).toBe(201);
+      const ends = await post(FACTS, { ...valid, validFrom: '0001-01-01T00:00:00Z', validUntil: '9999-12-31T23:59:59.999Z' });
+      expect(ends.status, JSON.stringify(ends.body)).toBe(201);
+      expect(ends.body.validFrom).toBe('0001-01-01T00:00:00.000Z');
+      expect(ends.body.validUntil).toBe('9999-12-31T23:59:59.999Z');
+      const listed = await api.request('GET', `${FACTS}?asOf=0001-01-01T00:00:00Z`, { token });
+      expect(listed.status).toBe(200);
+      // Astral characters (a surrogate pair) are well-formed text and are kept.
+      const emoji = await post(FACTS, { ...valid, content: { text: 'memo 😀' } });
+      expect(emoji.status).toBe(201);
+      expect(emoji.body.content).toEqual({ text: 'memo 😀' });
+    });
+
+    it('a NUL in a header value is refused by the HTTP server before the app sees it', async () => {
+      // fetch refuses to send one, so this goes over a raw socket: Node's parser answers 400.
+      const { port } = new URL(api.baseUrl);
+      const body = JSON.stringify(valid);
+      const before = await stored();
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(Number(port), '127.0.0.1', () => {
+          socket.end(
+            `POST ${FACTS} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+              `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+              `X-Provenance: run:a\u0000b\r\nX-Actor: bo\u0000\r\n\r\n${body}`,
+            'latin1',
+          );
+        });
+        let text = '';
+        socket.on('data', (chunk) => (text += chunk.toString('latin1')));
+        socket.on('error', reject);
+        socket.on('close', () => resolve(text));
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(await stored()).toEqual(before);
+    });
+
+    /** An HS256 token the test server accepts, but for its claims. */
+    const signed = (claims: Record<string, unknown>) =>
+      new SignJWT({ role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] }, ...claims })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(new TextEncoder().encode(TEST_SECRET));
+
+    it.each([
+      ['a NUL in tid', { tid: `acme${NUL}`, sub: 'u1' }],
+      ['a NUL in sub', { tid: 'validation-claims', sub: `u${NUL}1` }],
+      ['a NUL in a project grant', { tid: 'validation-claims', sub: 'u1', projects: { read: [`p${NUL}`], write: [] } }],
+      ['a lone surrogate in tid', { tid: `acme${LONE}`, sub: 'u1' }],
+    ])('a validly signed token with %s → 401 unauthenticated, nothing stored', async (_name, claims) => {
+      const bad = await signed(claims);
+      for (const [method, path, body] of [
+        ['POST', FACTS, valid],
+        ['GET', FACTS, undefined],
+        ['POST', '/v1/memory/reports', {}],
+      ] as const) {
+        const before = await stored();
+        const response = await api.request(method, path, { token: bad, body });
+        expect(response.status, JSON.stringify(response.body)).toBe(401);
+        expect(response.body.error.code).toBe('unauthenticated');
+        expect(response.body.error.requestId).toBe(response.headers.get('x-request-id'));
+        expect(await stored()).toEqual(before);
+      }
     });
   });
 });

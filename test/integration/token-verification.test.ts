@@ -122,4 +122,26 @@ describe('token verification', () => {
     expect(await failure(verify(`Bearer ${unsecured}`))).toMatchObject({ message: 'Token algorithm "none" is not accepted' });
     expect(await failure(verify(`Bearer ${await hs256(claims, 'another-secret-of-at-least-32-bytes!!')}`))).toMatchObject({ message: 'Token signature is invalid' });
   });
+
+  // PostgreSQL cannot hold U+0000 in text, and would store an unpaired surrogate as U+FFFD
+  // (so `a\ud800` and `a\udbff` would be one tenant): such ids are refused, signature or not.
+  it.each([
+    ['a NUL in tid', { ...claims, tid: 'acme\u0000' }, 'tid'],
+    ['a NUL in sub', { ...claims, sub: 'user\u00001' }, 'sub'],
+    ['a NUL in a project grant', { ...claims, projects: { read: ['p\u0000'], write: [] } }, 'projects.read.0'],
+    ['a NUL in an org grant', { ...claims, orgs: { read: [], write: ['o\u0000'] } }, 'orgs.write.0'],
+    ['an unpaired surrogate in tid', { ...claims, tid: 'acme\ud800' }, 'tid'],
+  ])('refuses a validly signed token with %s', async (_label, payload, claim) => {
+    const verify = createTokenVerifier({ jwtSecret: secret, jwksUrl: undefined, issuer: undefined, audience: undefined });
+    const token = await new SignJWT(payload)
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('sub' in payload ? String(payload.sub) : 'user-1')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode(secret));
+    const error = await failure(verify(`Bearer ${token}`));
+    expect(error.code).toBe('unauthenticated');
+    expect(error.message).toMatch(new RegExp(`^Token claim ${claim.replace(/\./g, '\\.')} is invalid`));
+    expect(error.message).not.toContain('\u0000');
+  });
 });
