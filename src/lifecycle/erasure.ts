@@ -210,6 +210,10 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
       .where(and(eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running'])))
       .returning();
     if (!row) return undefined;
+    // The barrier against writes that checked for an erasure before this one was recorded and
+    // have not committed yet: it waits for them (see assertNoErasureInProgress), so the batches
+    // below, each a later transaction, see their facts.
+    if (row.targetHash) await lockNames(tx, [row.targetHash], 'exclusive');
     const held = await tx
       .select({ id: facts.id })
       .from(facts)
@@ -314,8 +318,29 @@ export async function failErasure(db: Db, tenantId: string, erasureId: string): 
 }
 
 /**
+ * Transaction-level advisory locks on the names a write or an erasure concerns, keyed by the
+ * HMAC the erasure row keeps (never the id itself) and the transaction's tenant. Writes take
+ * them shared (writes never wait for each other); an erasure takes its one name exclusive.
+ */
+async function lockNames(tx: Tx, hashes: readonly string[], mode: 'shared' | 'exclusive'): Promise<void> {
+  const lock = mode === 'shared' ? sql`pg_advisory_xact_lock_shared` : sql`pg_advisory_xact_lock`;
+  await tx.execute(sql`
+    select ${lock}(hashtextextended('mnemo.erasure:' || mnemo_current_tenant() || ':' || h, 0))
+    from unnest(${`{${[...new Set(hashes)].sort().join(',')}}`}::text[]) as h`);
+}
+
+/**
  * 409 `erasure-in-progress` when a write names a person or conversation whose erasure is pending
  * or running. Runs in the write's transaction; without a key no erasure can exist.
+ *
+ * The check alone leaves a window: a write that checked before the erasure was recorded, and
+ * commits after the erasure's job has scanned for matching facts, would leave a fact of the
+ * person behind a `completed` erasure. So the write first takes a shared lock on each name it
+ * carries, held to its commit, and checks after it (a new snapshot under READ COMMITTED); the
+ * erasure job takes the name's lock exclusively before its first batch. Either the write holds
+ * the lock first, and the job waits for it to commit and then finds its fact; or the job holds
+ * it (or has held it), so the erasure row was committed before the write's check, which sees it
+ * and answers 409.
  */
 export async function assertNoErasureInProgress(
   tx: Tx,
@@ -330,6 +355,7 @@ export async function assertNoErasureInProgress(
     if (subject.kind === 'participant' || subject.kind === 'external') hashes.push(targetHash(key, subject.kind, subject.id));
   }
   if (hashes.length === 0) return;
+  await lockNames(tx, hashes, 'shared');
   const [open] = await tx
     .select({ id: erasures.id })
     .from(erasures)

@@ -107,8 +107,26 @@ export async function factsNeedingEmbedding(tx: Tx, model: string, limit: number
 }
 
 /**
- * Stores vectors. A vector never replaces one of a later version (a slow job for version 2
- * finishing after version 3's cannot win), so storing twice is harmless.
+ * Stores vectors, each only if its fact is still live at exactly the version the vector was
+ * computed from, and only while the model is in use (not retired). A job reads a fact's text,
+ * asks the endpoint outside any transaction, then comes here: in between the fact may have been
+ * erased, deleted (and purged) or superseded, and its vector must then not be stored. Storing
+ * twice is harmless: a vector never replaces one of the same or a later version.
+ *
+ * Why this is race-free under READ COMMITTED. The check and the insert run in one transaction,
+ * after `FOR SHARE` locks on the model's row and on the facts' rows, held until commit. Every
+ * change that makes content go away takes a conflicting lock on the fact's row before it touches
+ * vectors: erasure and the retention purge select their batch `FOR UPDATE` and delete vectors in
+ * the same transaction; delete, expire and supersede lock the row `FOR UPDATE` and write the next
+ * version; a model switch updates the model's row before it removes the retired model's vectors.
+ * - The store locks first: the eraser waits until the store commits. Its later statements each
+ *   take a new snapshot (READ COMMITTED), so its `DELETE FROM fact_embeddings` sees the stored
+ *   vector and removes it.
+ * - The eraser locks first: the store waits until the eraser commits, then PostgreSQL re-checks
+ *   the locked row's newest version against the WHERE clause (EvalPlanQual): no longer live, or
+ *   at another version, so the fact is not returned and nothing is inserted for it.
+ * Both lock facts in id order (`ORDER BY id` under the locking clause), so a batch of each cannot
+ * deadlock. A store for a fact that is already gone finds no live row and stores nothing.
  */
 export async function storeEmbeddings(
   tx: Tx,
@@ -118,9 +136,24 @@ export async function storeEmbeddings(
   vectors: readonly { id: string; version: number; embedding: number[] }[],
 ): Promise<number> {
   if (vectors.length === 0) return 0;
+  const [inUse] = await tx
+    .select({ model: embeddingModels.model })
+    .from(embeddingModels)
+    .where(and(eq(embeddingModels.model, model), inArray(embeddingModels.state, ['active', 'backfilling'])))
+    .for('share');
+  if (!inUse) return 0;
+  const current = await tx
+    .select({ id: facts.id, version: facts.version })
+    .from(facts)
+    .where(and(inArray(facts.id, [...new Set(vectors.map((v) => v.id))]), live()))
+    .orderBy(facts.id)
+    .for('share');
+  const liveVersion = new Map(current.map((row) => [row.id, row.version]));
+  const storable = vectors.filter((v) => liveVersion.get(v.id) === v.version).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  if (storable.length === 0) return 0;
   const stored = await tx
     .insert(factEmbeddings)
-    .values(vectors.map((v) => ({ tenantId, factId: v.id, model, version: v.version, dims, embedding: v.embedding })))
+    .values(storable.map((v) => ({ tenantId, factId: v.id, model, version: v.version, dims, embedding: v.embedding })))
     .onConflictDoUpdate({
       target: [factEmbeddings.tenantId, factEmbeddings.factId, factEmbeddings.model],
       set: { version: sql`excluded.version`, dims: sql`excluded.dims`, embedding: sql`excluded.embedding`, createdAt: sql`now()` },
@@ -132,7 +165,10 @@ export async function storeEmbeddings(
 
 /**
  * A revision that leaves type and content as they were (verify; a supersede with equal content)
- * keeps its vectors: they are carried to the new version instead of being recomputed.
+ * keeps its vectors: they are carried to the new version instead of being recomputed. Only ever
+ * called under the caller's `FOR UPDATE` lock on the fact's row (a live fact, or one the sweep is
+ * closing), so it cannot race an erasure or a purge: those need the same row lock first, and
+ * erase or purge whatever this carried.
  */
 export async function carryEmbeddings(tx: Tx, factId: string, fromVersion: number, toVersion: number): Promise<void> {
   await tx

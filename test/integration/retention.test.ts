@@ -38,11 +38,13 @@ describe('retention sweep', () => {
 
   it('expires exactly the facts past expiresAt, never one under legal hold', async () => {
     const tenantId = uniqueTenant('expire');
-    const due = await insertFact(t.app.db, tenantId, { expiresAt: past(60_000) });
+    const due = await insertFact(t.app.db, tenantId, { expiresAt: new Date(Date.now() + DAY) });
     const held = await insertFact(t.app.db, tenantId, { expiresAt: past(60_000), legalHold: true });
     const later = await insertFact(t.app.db, tenantId, { expiresAt: new Date(Date.now() + DAY) });
     const forever = await insertFact(t.app.db, tenantId);
-    await withVector(tenantId, due);
+    // Embedded while live (a fact past its expiry gets no vector), then its expiry passes.
+    expect(await withVector(tenantId, due)).toBe(1);
+    await t.admin`update facts set expires_at = now() - interval '1 minute' where tenant_id = ${tenantId} and id = ${due.id}`;
 
     const result = await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY });
     expect(result).toEqual({ expired: 1, purged: 0 });
