@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { CoverageReport } from '../episodes/coverage.ts';
 import { coverageReport } from '../episodes/report.ts';
 import { CoverageReportSchema, REPORT_LIST_DEFAULT, REPORT_LIST_MAX } from '../episodes/schemas.ts';
+import { textSchema } from '../memory/storable.ts';
 import { runTool, type ToolRegistration } from './tool.ts';
 
 /** `kiwi_memory_report` (DESIGN §6): the episodic coverage report, as KiwiFS's MCP tool of that name. */
@@ -15,8 +16,8 @@ export const registerKiwiMemoryReport: ToolRegistration = (server, context) => {
         'consolidated yet: a fact covers an episode when its mergedFrom names the episode by id or path. ' +
         'Counts and lists only the facts you may read.',
       inputSchema: {
-        episodes_prefix: z
-          .string()
+        // Text PostgreSQL can store (no NUL), as on /v1/memory/report.
+        episodes_prefix: textSchema()
           .max(1024)
           .optional()
           .describe(

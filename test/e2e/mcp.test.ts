@@ -233,6 +233,8 @@ describe('MCP server (POST /mcp)', () => {
     ['a fractional limit', { limit: 1.5 }, 'limit'],
     ['a string offset', { offset: 'ten' }, 'offset'],
     ['a numeric prefix', { episodes_prefix: 7 }, 'episodes_prefix'],
+    // PostgreSQL cannot compare text holding U+0000: refused as input, never an internal error.
+    ['a NUL in the prefix', { episodes_prefix: 'episodes/\u0000' }, 'episodes_prefix'],
   ])('answers %s with a tool error result, and the server keeps serving', async (_label, args, field) => {
     const { admin } = await api.newTenant('mcp-bad');
     const client = await connect(admin);
