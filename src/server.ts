@@ -41,6 +41,8 @@ async function main(): Promise<void> {
         postgres: () => database.sql`select 1`,
         redis: () => redis.ping(),
       },
+      // Without Redis, writes still commit and the reconciler queues their work once it is back.
+      degradable: ['redis'],
     },
   });
 

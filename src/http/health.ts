@@ -5,10 +5,22 @@ import { errorBody } from './errors.ts';
 export interface ReadinessProbe {
   /** False once shutdown has begun, so load balancers stop routing here before we close. */
   accepting(): boolean;
+  /** One check per dependency; it resolves when the dependency answers. */
   checks: Record<string, () => Promise<unknown>>;
+  /**
+   * Dependencies this node still serves without (DESIGN §7): when one is down it shows as
+   * `degraded` and readiness stays 200. Any other failing check makes the node not ready.
+   */
+  degradable?: readonly string[];
 }
 
+/** A required dependency slower than this counts as down. */
 const CHECK_TIMEOUT_MS = 2000;
+/**
+ * A degradable one gets less: it cannot fail the probe, but waiting on it must not make the probe
+ * itself time out at the load balancer (Kubernetes' default probe timeout is 1 s).
+ */
+const DEGRADABLE_CHECK_TIMEOUT_MS = 500;
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -18,8 +30,14 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** `GET /healthz`: the process is up. `GET /readyz`: it can serve (Postgres and Redis answer). */
+/**
+ * `GET /healthz`: the process is up. `GET /readyz` (DESIGN §7, revised): 200 while this node can
+ * serve — every required dependency (Postgres) answers — with each dependency's state in `checks`
+ * (`ok`, or `degraded` for one it serves without, such as Redis); 503 in the error envelope when a
+ * required one is `down` or shutdown has begun.
+ */
 export function healthRoutes(probe: ReadinessProbe) {
+  const degradable = new Set(probe.degradable ?? []);
   return new Hono<AppEnv>()
     .get('/healthz', (c) => c.json({ status: 'ok' }))
     .get('/readyz', async (c) => {
@@ -27,9 +45,13 @@ export function healthRoutes(probe: ReadinessProbe) {
         return c.json(errorBody('unavailable', 'Shutting down', c.get('requestId')), 503);
       }
       const names = Object.keys(probe.checks);
-      const outcomes = await Promise.allSettled(names.map((name) => withTimeout(probe.checks[name]!(), CHECK_TIMEOUT_MS)));
-      const checks = Object.fromEntries(names.map((name, i) => [name, outcomes[i]!.status === 'fulfilled' ? 'ok' : 'down']));
-      const down = names.filter((name) => checks[name] !== 'ok');
+      const outcomes = await Promise.allSettled(
+        names.map((name) => withTimeout(probe.checks[name]!(), degradable.has(name) ? DEGRADABLE_CHECK_TIMEOUT_MS : CHECK_TIMEOUT_MS)),
+      );
+      const checks = Object.fromEntries(
+        names.map((name, i) => [name, outcomes[i]!.status === 'fulfilled' ? 'ok' : degradable.has(name) ? 'degraded' : 'down']),
+      );
+      const down = names.filter((name) => checks[name] === 'down');
       if (down.length > 0) {
         // Which dependency is down helps an operator; why it is down stays in our logs.
         return c.json(errorBody('unavailable', `Not ready: ${down.join(', ')} unreachable`, c.get('requestId'), { checks }), 503);

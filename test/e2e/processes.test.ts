@@ -3,6 +3,7 @@ import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { queueDefinitions } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
+import { tokenFor } from '../helpers/api.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { freePort, runProcess, startProcess } from '../helpers/process.ts';
@@ -59,6 +60,32 @@ describe('processes as operators run them', () => {
     }
     expect(await api.exited).toBe(0);
     expect(api.stdout()).toContain('"api stopped"');
+  });
+
+  it('npm start with Redis away: stays ready (redis degraded) and writes still commit', async () => {
+    const port = await freePort();
+    // Nothing listens on this port: the API's Redis never answers.
+    const api = startProcess('src/server.ts', [], { ...env, REDIS_URL: `redis://127.0.0.1:${await freePort()}`, PORT: String(port) });
+    try {
+      await api.waitFor('"api listening"');
+      const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+      expect(await ready.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'degraded' } });
+      expect(ready.status).toBe(200);
+
+      const tenantId = uniqueTenant('no-redis');
+      const token = await tokenFor({ tid: tenantId, role: 'admin' }, { secret });
+      const write = await fetch(`http://127.0.0.1:${port}/v1/memory/facts`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ type: 'acme.note', content: { text: 'written while Redis is away' } }),
+      });
+      expect(write.status, await write.clone().text()).toBe(201);
+      const [row] = await t.admin<{ n: number }[]>`select count(*)::int as n from facts where tenant_id = ${tenantId}`;
+      expect(row!.n).toBe(1);
+    } finally {
+      api.child.kill('SIGTERM');
+    }
+    expect(await api.exited).toBe(0);
   });
 
   it('npm start: a bad setting stops startup with one line naming the variable', async () => {

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
@@ -11,6 +12,7 @@ describe('health and readiness', () => {
   let t: TestDatabase;
   let redis: Redis;
   let unreachableRedis: Redis;
+  let unreachablePostgres: Sql;
   const logLines: string[] = [];
   const logger = createLogger('info', {}, (line) => logLines.push(line));
 
@@ -20,21 +22,25 @@ describe('health and readiness', () => {
     // A real client pointed at a port nothing listens on: its ping genuinely fails.
     unreachableRedis = new Redis(await freePort(), '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     unreachableRedis.on('error', () => {});
+    unreachablePostgres = postgres(`postgres://nobody@127.0.0.1:${await freePort()}/nothing`, { max: 1, connect_timeout: 1, onnotice: () => {} });
   });
   afterAll(async () => {
     await redis.quit();
     unreachableRedis.disconnect();
+    await unreachablePostgres.end({ timeout: 0 });
     await t.drop();
   });
 
-  const appWith = (redisClient: Redis, accepting = true) =>
+  // Wired as src/server.ts wires it: Postgres required, Redis degradable.
+  const appWith = (redisClient: Redis, accepting = true, sql: Sql = t.app.sql) =>
     createApp({
       logger,
       db: t.app.db,
       verifyToken: createTokenVerifier({ jwtSecret: 'x'.repeat(32), jwksUrl: undefined, issuer: undefined, audience: undefined }),
       readiness: {
         accepting: () => accepting,
-        checks: { postgres: () => t.app.sql`select 1`, redis: () => redisClient.ping() },
+        checks: { postgres: () => sql`select 1`, redis: () => redisClient.ping() },
+        degradable: ['redis'],
       },
     });
 
@@ -44,19 +50,40 @@ describe('health and readiness', () => {
     expect(await response.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
   });
 
-  it('is not ready, with the error envelope, when Redis does not answer; still healthy', async () => {
+  it('stays ready when Redis does not answer, showing it degraded; promptly; still healthy', async () => {
+    // Writes commit without Redis (the reconciler queues their work later): a load balancer must
+    // keep routing here (DESIGN §7, revised).
     const app = appWith(unreachableRedis);
+    const started = performance.now();
+    const response = await app.request('/readyz');
+    const ms = performance.now() - started;
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'degraded' } });
+    // Under a load balancer's probe timeout (Kubernetes: 1 s by default).
+    expect(ms).toBeLessThan(1000);
+    expect((await app.request('/healthz')).status).toBe(200);
+  });
+
+  it('is not ready, with the error envelope, when Postgres does not answer; still healthy', async () => {
+    const app = appWith(redis, true, unreachablePostgres);
     const response = await app.request('/readyz', { headers: { 'X-Request-Id': 'rq-7' } });
     expect(response.status).toBe(503);
     expect(await response.json()).toEqual({
       error: {
         code: 'unavailable',
-        message: 'Not ready: redis unreachable',
+        message: 'Not ready: postgres unreachable',
         requestId: 'rq-7',
-        checks: { postgres: 'ok', redis: 'down' },
+        checks: { postgres: 'down', redis: 'ok' },
       },
     });
     expect((await app.request('/healthz')).status).toBe(200);
+  });
+
+  it('is not ready when Postgres and Redis are both away, and says which is which', async () => {
+    const response = await appWith(unreachableRedis, true, unreachablePostgres).request('/readyz');
+    expect(response.status).toBe(503);
+    const body = (await response.json()) as { error: { code: string; message: string; checks: unknown } };
+    expect(body.error).toMatchObject({ code: 'unavailable', message: 'Not ready: postgres unreachable', checks: { postgres: 'down', redis: 'degraded' } });
   });
 
   it('is not ready once shutdown has begun', async () => {
