@@ -1,14 +1,17 @@
 /**
  * The API process: config → Postgres → Redis → listen. On SIGTERM/SIGINT it fails readiness,
- * stops accepting connections, lets in-flight requests finish (within MNEMO_SHUTDOWN_TIMEOUT_MS),
- * then closes Redis and Postgres.
+ * stops accepting connections, answers the requests in flight (and any that still arrives on an
+ * open connection) with `Connection: close`, closes idle connections, then closes Redis and
+ * Postgres — all within MNEMO_SHUTDOWN_TIMEOUT_MS.
  */
+import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
-import { createApp, type EmbeddingServices } from './app.ts';
+import { BODY_LIMIT_BYTES, createApp, type EmbeddingServices } from './app.ts';
 import { createTokenVerifier } from './auth/verify.ts';
 import { type Config, describeSearch, loadConfig } from './config.ts';
 import { assertRestrictedRole, connect } from './db/client.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
+import { manageConnections } from './http/connections.ts';
 import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis, promptly } from './jobs/redis.ts';
@@ -18,7 +21,7 @@ import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 async function main(): Promise<void> {
   const config = loadConfig(process.env, 'api');
   const logger = createLogger(config.logLevel, { process: 'api' });
-  const database = connect(config.databaseUrl, { applicationName: 'mnemo-api' });
+  const database = connect(config.databaseUrl, { applicationName: 'mnemo-api', ...config.database });
   await assertRestrictedRole(database.sql);
   const redis = createRedis(config.redisUrl, 'producer');
   redis.on('error', (error) => logger.warn('redis connection error', { error: error.message }));
@@ -46,18 +49,24 @@ async function main(): Promise<void> {
     },
   });
 
+  // serve() makes a plain HTTP/1.1 server (no `createServer` option given).
   const server = serve({ fetch: app.fetch, port: config.port }, (info) => {
     // The search line first: whoever waits for "api listening" has it by then.
     process.stdout.write(`  ${describeSearch(config)}\n`);
     logger.info('api listening', { port: info.port });
+  }) as Server;
+  const connections = manageConnections(server, {
+    maxBodyBytes: BODY_LIMIT_BYTES,
+    // A second of grace for idle keep-alive connections, and never most of the deadline.
+    idleGraceMs: Math.min(1000, config.shutdownTimeoutMs / 4),
   });
 
   onShutdown('api', logger, config.shutdownTimeoutMs, async () => {
     accepting = false;
-    // close() waits for in-flight requests; idle keep-alive sockets would hold it open.
-    const closed = new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
-    if ('closeIdleConnections' in server) server.closeIdleConnections();
-    await closed;
+    const started = performance.now();
+    logger.info('api draining', { connections: connections.open() });
+    await connections.drain();
+    logger.info('api drained', { ms: Math.round(performance.now() - started) });
     await closeQueues(queues);
     await redis.quit().catch(() => {});
     await database.close();

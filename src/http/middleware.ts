@@ -36,7 +36,9 @@ export const requestLog =
  * A request refused before its body was read (413, 401, …) leaves that body on the socket;
  * @hono/node-server drains it for a while and then destroys the connection, which a client
  * reusing the keep-alive connection sees as a hang-up on its next request. Saying
- * `Connection: close` on error answers to requests with a body makes clients open a fresh one.
+ * `Connection: close` on error answers to requests with a body makes clients open a fresh one;
+ * the API process then lets that connection linger until the client has sent the rest, so it can
+ * read the answer (src/http/connections.ts).
  */
 export const closeAfterRefusedBody = (): MiddlewareHandler<AppEnv> => async (c, next) => {
   await next();
