@@ -19,7 +19,10 @@ import http from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { queueDefinitions } from '../../src/jobs/queues.ts';
+import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
@@ -271,12 +274,20 @@ describe('HTTP faults: a real API process', () => {
       DATABASE_URL: t.appUrl,
       REDIS_URL: inject('redisUrl'),
       MNEMO_JWT_SECRET: TEST_SECRET,
-      MNEMO_QUEUE_PREFIX: `mnemo-faults-${t.name}`,
+      MNEMO_QUEUE_PREFIX: `mnemo-faults-http-${t.name}`,
       MNEMO_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
     };
   });
   afterAll(async () => {
     for (const p of running) p.child.kill('SIGKILL');
+    // The API left its queues' keys under this file's prefix.
+    const redis = createRedis(inject('redisUrl'), 'producer');
+    for (const { name } of queueDefinitions) {
+      const queue = new Queue(name, { connection: redis, prefix: env.MNEMO_QUEUE_PREFIX });
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+    await redis.quit();
     await t.drop();
   });
 
