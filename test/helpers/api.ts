@@ -102,7 +102,7 @@ export async function startTestApi(options: { embeddings?: boolean; worker?: boo
     erasureKey: TEST_ERASURE_KEY,
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
-    readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() } },
+    readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() }, degradable: ['redis'] },
   });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((resolve) => server.once('listening', resolve));
