@@ -79,7 +79,9 @@ const tenant = z.string().min(1).max(128);
 /**
  * erasure: one erasure (DESIGN §10), from its outbox row. The target's id is in the payload until
  * the erasure completes. Batches commit one by one, so a retried or resumed job goes on from
- * where the last one stopped.
+ * where the last one stopped. A finished job is removed from Redis at once, completed or failed:
+ * its data holds the person's id, which must not outlive the erasure there either (the outbox
+ * row keeps what a resume needs, and is scrubbed on completion).
  */
 export const erasureQueue = defineQueue({
   name: 'erasure',
@@ -91,7 +93,7 @@ export const erasureQueue = defineQueue({
       z.strictObject({ kind: z.enum(['participant', 'external', 'conversation']), id: z.string().min(1).max(128) }),
     ]),
   }),
-  jobOptions: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, ...keepFinished },
+  jobOptions: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: true, removeOnFail: true },
 });
 
 /** The queues this build runs. The worker refuses to start unless each has a handler. */

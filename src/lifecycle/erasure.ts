@@ -259,10 +259,11 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
 
   await withTenant(db, tenantId, async (tx) => {
     await tx.update(erasures).set({ status: 'completed', finishedAt: sql`clock_timestamp()` }).where(eq(erasures.id, erasureId));
-    // The target's id was only ever in the outbox payload: it goes now.
+    // The target's id was only ever in the outbox payload (and perhaps quoted in an earlier
+    // attempt's error): both go now.
     await tx
       .update(outbox)
-      .set({ payload: { tenantId, erasureId } })
+      .set({ payload: { tenantId, erasureId }, lastError: null })
       .where(and(eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${erasureId}`));
   });
   return 'completed';

@@ -120,6 +120,8 @@ describe('faults: jobs, Redis, workers and the embeddings endpoint', () => {
     );
     expect(done).toMatchObject({ status: 'completed', factsErased: written.length, error: null });
     expect(left).toEqual({ content: 0, revisionContent: 0, vectors: 0, notErased: 0 });
+    // Nor is the person's id left in Redis (the finished job's data held it).
+    expect(await s.redisKeysHolding('end-9')).toEqual([]);
   });
 
   it('worker SIGKILL mid-embedding and mid-erasure: a new worker finishes; one vector per fact; erasure counts right; no vectors left', async () => {
@@ -220,6 +222,7 @@ describe('faults: jobs, Redis, workers and the embeddings endpoint', () => {
       error: null,
     });
     expect(left).toEqual({ content: 0, revisionContent: 0, vectors: 0, notErased: 0 });
+    expect(await s.redisKeysHolding('end-kill')).toEqual([]);
   });
 
   it('Redis killed and restarted empty: writes still commit; the reconciler re-enqueues; every fact embedded once per version', async () => {

@@ -12,6 +12,7 @@ import { registerTenant } from '../../src/db/tenants.ts';
 import type { EmbeddingProvider } from '../../src/embeddings/provider.ts';
 import { type ErasureTarget, requestErasure, runErasure } from '../../src/lifecycle/erasure.ts';
 import { sweepTenant } from '../../src/lifecycle/retention.ts';
+import { markOutboxAttemptFailed } from '../../src/jobs/outbox.ts';
 import {
   embedPending,
   factsNeedingEmbedding,
@@ -207,6 +208,20 @@ describe('vectors never outlive erased, deleted or purged content', () => {
     expect(await erasureRow(erasureId)).toMatchObject({ status: 'completed', facts_erased: 1 });
     // It got there by waiting for the write, not by luck.
     expect(seen).toBe('blocked');
+  });
+
+  it("once completed, nothing of the person's id is left in the erasure's outbox rows, not even in an earlier attempt's error", async () => {
+    const tenantId = uniqueTenant('outbox-scrub');
+    await insertFact(t.app.db, tenantId, { projectId: 'p1', participantId: 'end-9-outbox' });
+    const { erasure, outbox } = await requestErasure({ db: t.app.db, principal: admin(tenantId) }, person('end-9-outbox'), TEST_ERASURE_KEY);
+    // An earlier attempt failed with a message that quotes its statement's parameters, as a
+    // driver error does.
+    await markOutboxAttemptFailed(t.app.db, outbox, new Error('Failed query: select … params: end-9-outbox'), false);
+    expect(await runErasure(t.app.db, tenantId, erasure.id, person('end-9-outbox'))).toBe('completed');
+    const rows = await t.admin<{ payload: unknown; last_error: string | null }[]>`
+      select payload, last_error from outbox where tenant_id = ${tenantId} and queue = 'erasure'`;
+    expect(rows).toHaveLength(1);
+    expect(JSON.stringify(rows)).not.toContain('end-9-outbox');
   });
 
   it('race: 400 facts of end-9 written while embed jobs run, erased midway: nothing of them is left', async () => {

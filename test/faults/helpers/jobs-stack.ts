@@ -82,6 +82,8 @@ export interface JobsStack {
   leftOf(tenantId: string, ids: readonly string[]): Promise<{ content: number; revisionContent: number; vectors: number; notErased: number }>;
   /** Embed jobs not finished (waiting, active, delayed…). */
   unfinishedEmbedJobs(): Promise<number>;
+  /** Keys of this deployment in Redis whose value (any field, member or entry) contains `text`. */
+  redisKeysHolding(text: string): Promise<string[]>;
   queues: { embed: Queue<JobData>; erasure: Queue<JobData>; reconcile: Queue<JobData> };
   close(): Promise<void>;
 }
@@ -205,6 +207,26 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
     async unfinishedEmbedJobs() {
       const counts = await queues.embed.getJobCounts('active', 'waiting', 'delayed', 'prioritized', 'waiting-children');
       return Object.values(counts).reduce((a, b) => a + b, 0);
+    },
+    async redisKeysHolding(text) {
+      const holding: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = await connection.scan(cursor, 'MATCH', `${env.MNEMO_QUEUE_PREFIX}:*`, 'COUNT', 1000);
+        cursor = next;
+        for (const key of keys) {
+          const type = await connection.type(key);
+          let values: string[] = [];
+          if (type === 'string') values = [(await connection.get(key)) ?? ''];
+          else if (type === 'hash') values = Object.values(await connection.hgetall(key));
+          else if (type === 'list') values = await connection.lrange(key, 0, -1);
+          else if (type === 'set') values = await connection.smembers(key);
+          else if (type === 'zset') values = await connection.zrange(key, 0, -1);
+          else if (type === 'stream') values = (await connection.xrange(key, '-', '+')).flatMap(([, fields]) => fields);
+          if (values.some((value) => value.includes(text))) holding.push(key);
+        }
+      } while (cursor !== '0');
+      return holding;
     },
     async close() {
       for (const p of [...processes]) await kill(p).catch(() => {});
