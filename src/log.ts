@@ -33,10 +33,82 @@ export function createLogger(
   };
 }
 
-/** Errors are logged with name, message and stack (JSON.stringify would print `{}`). */
+/** Errors are logged by their safe fields only (see `safeError`); JSON.stringify would print `{}`. */
 function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error) {
-    return { name: value.name, message: value.message, stack: value.stack };
-  }
+  if (value instanceof Error) return safeError(value);
   return value;
+}
+
+/** What a log line may say about an error. */
+export interface SafeError {
+  name: string;
+  message: string;
+  /** A node or driver code (ECONNREFUSED, CONNECTION_CLOSED) or the SQLSTATE of a PostgreSQL error. */
+  code?: string;
+  /** For a PostgreSQL error: the constraint, table and column it names (identifiers, never values). */
+  constraint?: string;
+  table?: string;
+  column?: string;
+  stack?: string;
+  cause?: SafeError | string;
+}
+
+const CAUSE_DEPTH = 4;
+
+/**
+ * The fields of an error that are safe to log (issue 10, defect 9): name, message, code or
+ * SQLSTATE, stack frames, and the same of its cause. Never what an error carries about the
+ * statement that failed: drizzle's DrizzleQueryError puts the SQL and its parameters (fact
+ * content, an erasure target's id) in its message, and postgres.js hangs `query`, `parameters`
+ * and `args` on its errors, with the server's `detail` quoting key values. A stack is rebuilt
+ * from its frames under the safe first line, since V8 copies the message into it.
+ */
+export function safeError(error: unknown, depth = 0): SafeError | string {
+  if (!(error instanceof Error)) return `non-error thrown: ${typeof error}`;
+  const name = isDrizzleQueryError(error) ? 'DrizzleQueryError' : error.name || 'Error';
+  const message = safeMessage(error, name);
+  const described: SafeError = { name, message };
+  const fields = error as unknown as Record<string, unknown>;
+  if (typeof fields.code === 'string' || typeof fields.code === 'number') described.code = String(fields.code);
+  if (name === 'PostgresError') {
+    if (typeof fields.constraint_name === 'string') described.constraint = fields.constraint_name;
+    if (typeof fields.table_name === 'string') described.table = fields.table_name;
+    if (typeof fields.column_name === 'string') described.column = fields.column_name;
+  }
+  if (typeof error.stack === 'string') {
+    const frames = error.stack.split('\n').filter((line) => /^\s+at /.test(line));
+    described.stack = [`${name}: ${message}`, ...frames].join('\n');
+  }
+  if (error.cause !== undefined) {
+    described.cause = depth + 1 < CAUSE_DEPTH ? safeError(error.cause, depth + 1) : 'cause chain cut here';
+  }
+  return described;
+}
+
+/** One line for an error, safe to store or log (e.g. an outbox row's last error). */
+export function safeErrorText(error: unknown): string {
+  const parts: string[] = [];
+  let current: SafeError | string = safeError(error);
+  for (;;) {
+    if (typeof current === 'string') {
+      parts.push(current);
+      break;
+    }
+    parts.push(`${current.name}${current.code ? ` ${current.code}` : ''}: ${current.message}`);
+    if (current.cause === undefined) break;
+    current = current.cause;
+  }
+  return parts.join(' <- ');
+}
+
+function isDrizzleQueryError(error: Error): boolean {
+  return error.constructor?.name === 'DrizzleQueryError' || (error.message.startsWith('Failed query: ') && 'params' in error);
+}
+
+function safeMessage(error: Error, name: string): string {
+  // "Failed query: <sql>\nparams: <values>": the statement is in the cause's frames; the values must not be logged.
+  if (name === 'DrizzleQueryError') return 'Failed query (statement and parameters not logged)';
+  // PostgreSQL quotes the offending input after a colon (`invalid input syntax for type uuid: "…"`).
+  if (name === 'PostgresError') return error.message.replace(/: ".*$/s, ': (value not logged)');
+  return error.message;
 }

@@ -2,7 +2,8 @@ import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../db/client.ts';
-import type { Logger } from '../log.ts';
+import { databaseUnavailableReason } from '../db/errors.ts';
+import { type Logger, safeError, safeErrorText } from '../log.ts';
 import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
 import type { JobData, QueueDefinition } from './queues.ts';
 
@@ -52,11 +53,47 @@ export function createProcessor(definition: QueueDefinition, handler: JobHandler
       return result;
     } catch (error) {
       const final = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      logger.warn('job failed', { attempt: job.attemptsMade + 1, final, error });
-      if (ref) await markOutboxAttemptFailed(deps.db, ref, error, final);
-      throw error;
+      // A database outage is no reason to give the work up: the job's retries may all fall within
+      // it, but the outbox row stays open so the reconciler hands the work in again afterwards.
+      const outage = databaseUnavailableReason(error) !== undefined;
+      logger.warn('job failed', { attempt: job.attemptsMade + 1, final, ...(outage ? { databaseUnavailable: true } : {}), error });
+      if (ref) {
+        // With the database down this fails too; the job must still fail with its own error (and
+        // be retried), not with this one, and never reject anywhere unhandled.
+        await markOutboxAttemptFailed(deps.db, ref, safeErrorText(error), final && !outage).catch((markError: unknown) =>
+          logger.warn('could not record the failed attempt in the outbox', { error: markError }),
+        );
+      }
+      throw jobError(error);
     }
   };
+}
+
+/**
+ * The error a failed job is recorded with in Redis (BullMQ keeps its message and stack with the
+ * job for days). A database error carries the statement's parameters, which may be fact content
+ * or an erasure target's id, in its message (drizzle) or fields (postgres.js): such an error is
+ * replaced by its safe text, so erased content cannot survive in a failed job. BullMQ's control
+ * errors (UnrecoverableError, DelayedError, …) and our own pass as they are.
+ */
+export function jobError(error: unknown): unknown {
+  if (!(error instanceof Error) || !carriesStatement(error)) return error;
+  const safe = new Error(safeErrorText(error));
+  safe.name = 'DatabaseError';
+  const described = safeError(error);
+  if (typeof described !== 'string' && described.stack) safe.stack = described.stack;
+  return safe;
+}
+
+function carriesStatement(error: Error): boolean {
+  let current: unknown = error;
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    if (current.name === 'PostgresError' || current.constructor?.name === 'DrizzleQueryError' || 'parameters' in current || 'params' in current) {
+      return true;
+    }
+    current = current.cause;
+  }
+  return false;
 }
 
 export interface StartWorkersOptions {
