@@ -3,6 +3,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import type { TokenVerifier } from './auth/verify.ts';
 import type { Db } from './db/client.ts';
+import { databaseUnavailable } from './db/errors.ts';
 import { AppError } from './errors.ts';
 import { authenticate } from './http/auth.ts';
 import type { AppEnv } from './http/context.ts';
@@ -76,12 +77,22 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
   app.notFound((c) => c.json(errorBody('not-found', `No route for ${c.req.method} ${c.req.path}`, c.get('requestId')), 404));
 
   app.onError((error, c) => {
+    // The database restarting, unreachable or past the statement timeout: 503 with Retry-After,
+    // never 500. Nothing was committed, so the client may retry (with its Idempotency-Key).
+    const unavailable = databaseUnavailable(error);
+    if (unavailable) {
+      logger.warn('database unavailable', { requestId: c.get('requestId'), method: c.req.method, path: c.req.path, reason: unavailable.reason, error });
+      c.header('Retry-After', String(unavailable.retryAfterSeconds));
+      return respondWithError(c, unavailable);
+    }
     if (error instanceof AppError) return respondWithError(c, error);
     if (error instanceof HTTPException && error.status < 500) {
       // Hono's own 4xx (e.g. malformed JSON) keeps its meaning under our envelope.
       const code = error.status === 413 ? 'payload-too-large' : error.status === 401 ? 'unauthenticated' : 'bad-input';
       return respondWithError(c, new AppError(code, error.message || 'Bad request'));
     }
+    // The logger writes only the error's safe fields (name, message, code, frames): never the
+    // SQL parameters a driver error carries (src/log.ts).
     logger.error('unhandled error', { requestId: c.get('requestId'), method: c.req.method, path: c.req.path, error });
     return respondWithError(c, new AppError('internal', `Internal error; quote request id ${c.get('requestId')}`));
   });

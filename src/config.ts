@@ -94,6 +94,32 @@ const environmentSchema = z
       (value) => (value === undefined || value === '' ? 30_000 : value),
       z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
     ),
+    MNEMO_DB_CONNECT_TIMEOUT_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 3000 : value),
+      z.coerce
+        .number({ message: 'must be a number of milliseconds' })
+        .int('must be a whole number of milliseconds')
+        .min(100, 'must be between 100 and 60000')
+        .max(60_000, 'must be between 100 and 60000'),
+    ),
+    MNEMO_STATEMENT_TIMEOUT_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 5000 : value),
+      z.coerce
+        .number({ message: 'must be a number of milliseconds (0 turns it off)' })
+        .int('must be a whole number of milliseconds')
+        .min(0, 'must be 0 (off) or between 100 and 3600000')
+        .max(3_600_000, 'must be 0 (off) or between 100 and 3600000')
+        .refine((ms) => ms === 0 || ms >= 100, 'must be 0 (off) or between 100 and 3600000'),
+    ),
+    MNEMO_WORKER_STATEMENT_TIMEOUT_MS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 120_000 : value),
+      z.coerce
+        .number({ message: 'must be a number of milliseconds (0 turns it off)' })
+        .int('must be a whole number of milliseconds')
+        .min(0, 'must be 0 (off) or between 100 and 86400000')
+        .max(86_400_000, 'must be 0 (off) or between 100 and 86400000')
+        .refine((ms) => ms === 0 || ms >= 100, 'must be 0 (off) or between 100 and 86400000'),
+    ),
     MNEMO_SHUTDOWN_TIMEOUT_MS: z.preprocess(
       (value) => (value === undefined || value === '' ? 10_000 : value),
       z.coerce.number().int('must be a whole number').min(0, 'must be 0 or more'),
@@ -114,6 +140,16 @@ type Environment = z.infer<typeof environmentSchema>;
 export interface Config {
   /** The app role's connection (not the tables' owner; see docs/decisions.md). */
   databaseUrl: string;
+  /** How this process uses the database; passed to `connect()` as is. */
+  database: {
+    /** How long opening a connection may take (MNEMO_DB_CONNECT_TIMEOUT_MS). */
+    connectTimeoutMs: number;
+    /**
+     * `statement_timeout` of each tenant transaction, 0 = the server's: MNEMO_STATEMENT_TIMEOUT_MS
+     * for the API (requests), MNEMO_WORKER_STATEMENT_TIMEOUT_MS for the worker (batches, sweeps).
+     */
+    statementTimeoutMs: number;
+  };
   redisUrl: string;
   port: number;
   auth: {
@@ -188,6 +224,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
   }
   return {
     databaseUrl,
+    database: {
+      connectTimeoutMs: e.MNEMO_DB_CONNECT_TIMEOUT_MS,
+      statementTimeoutMs: purpose === 'api' ? e.MNEMO_STATEMENT_TIMEOUT_MS : e.MNEMO_WORKER_STATEMENT_TIMEOUT_MS,
+    },
     redisUrl,
     port: e.PORT,
     auth: {

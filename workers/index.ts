@@ -16,7 +16,7 @@ import { createHandlerRegistry } from './registry.ts';
 async function main(): Promise<void> {
   const config = loadConfig(process.env, 'worker');
   const logger = createLogger(config.logLevel, { process: 'worker' });
-  const database = connect(config.databaseUrl, { applicationName: 'mnemo-worker' });
+  const database = connect(config.databaseUrl, { applicationName: 'mnemo-worker', ...config.database });
   await assertRestrictedRole(database.sql);
 
   const producer = createRedis(config.redisUrl, 'producer');

@@ -19,17 +19,47 @@ export interface ConnectOptions {
   max?: number;
   /** Shown in pg_stat_activity. */
   applicationName?: string;
+  /**
+   * How long opening a connection (TCP connect through authentication) may take before the
+   * queries waiting on it fail with CONNECT_TIMEOUT. Without it postgres.js waits 30 s, and a
+   * request hangs that long when the server does not answer.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * `statement_timeout` of every transaction `withTenant` opens, so no single request can occupy
+   * the database; 0 or absent leaves the server's setting.
+   */
+  statementTimeoutMs?: number;
 }
+
+export const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
+
+/**
+ * Seconds before a connection that failed tries again. postgres.js's default grows with every
+ * failure across the pool, up to 20 s, and is reset only by a successful connect: after an outage
+ * of a few seconds, requests queued behind it hung 10-15 s, and the first ones after the database
+ * came back waited as long. Capped at 1 s: a down database costs a refused connect per attempt,
+ * which is cheap, and recovery is noticed within a second.
+ */
+export function reconnectDelaySeconds(failures: number): number {
+  return Math.min(0.05 * 2 ** failures, 1) * (0.5 + Math.random() / 2);
+}
+
+/** Per-client settings that `withTenant` applies, keyed by the drizzle handle it is given. */
+const tenantSettings = new WeakMap<Db, { statementTimeoutMs: number }>();
 
 export function connect(url: string, options: ConnectOptions = {}): Database {
   const sql = postgres(url, {
     max: options.max ?? 10,
     connection: { application_name: options.applicationName ?? 'mnemo' },
+    connect_timeout: (options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) / 1000,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     // Dates come back as Date; bigint counts as numbers (counts here never pass 2^53).
     types: { bigint: postgres.BigInt },
   });
   const db = drizzle(sql, { schema });
+  if (options.statementTimeoutMs) tenantSettings.set(db, { statementTimeoutMs: options.statementTimeoutMs });
   return {
     db,
     sql,
@@ -50,10 +80,18 @@ export async function withTenant<T>(db: Db, tenantId: string, fn: (tx: Tx) => Pr
   if (typeof tenantId !== 'string' || tenantId.length === 0 || tenantId.length > TENANT_ID_MAX) {
     throw new TypeError(`withTenant needs a tenant id of 1 to ${TENANT_ID_MAX} characters`);
   }
+  const statementTimeoutMs = tenantSettings.get(db)?.statementTimeoutMs;
   return db.transaction(async (tx) => {
     // JIT compilation costs 30-50 ms once a plan crosses jit_above_cost, more than our queries
-    // run; off for the transaction, in the same round trip as the tenant.
-    await tx.execute(drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)`);
+    // run; off for the transaction, in the same round trip as the tenant. So is the statement
+    // timeout: a statement past it is cancelled by the server (57014, answered 503), so a slow
+    // query or a lock wait cannot hold a connection and the database for long. Transaction-local,
+    // like the tenant, so it works through PgBouncer in transaction mode.
+    await tx.execute(
+      statementTimeoutMs
+        ? drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true), set_config('statement_timeout', ${String(statementTimeoutMs)}, true)`
+        : drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)`,
+    );
     return fn(tx);
   }, config);
 }

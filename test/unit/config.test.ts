@@ -34,7 +34,15 @@ describe('loadConfig', () => {
       purgeGraceMs: 7 * 24 * 3600 * 1000,
       jobLockMs: 30_000,
       shutdownTimeoutMs: 10_000,
+      database: { connectTimeoutMs: 3000, statementTimeoutMs: 5000 },
     });
+  });
+
+  it('bounds database work: a connect timeout, and a statement timeout per process (longer for the worker)', () => {
+    expect(loadConfig(base, 'worker').database).toEqual({ connectTimeoutMs: 3000, statementTimeoutMs: 120_000 });
+    const env = { ...base, MNEMO_DB_CONNECT_TIMEOUT_MS: '1500', MNEMO_STATEMENT_TIMEOUT_MS: '800', MNEMO_WORKER_STATEMENT_TIMEOUT_MS: '0' };
+    expect(loadConfig(env, 'api').database).toEqual({ connectTimeoutMs: 1500, statementTimeoutMs: 800 });
+    expect(loadConfig(env, 'worker').database).toEqual({ connectTimeoutMs: 1500, statementTimeoutMs: 0 });
   });
 
   it('reads the embeddings endpoint when turned on', () => {
@@ -84,6 +92,13 @@ describe('loadConfig', () => {
     [{ MNEMO_QUEUE_PREFIX: 'a:b' }, 'Invalid configuration: MNEMO_QUEUE_PREFIX must be 1 to 64 of A-Z a-z 0-9 _ -'],
     [{ MNEMO_PURGE_GRACE_DAYS: '-1' }, 'Invalid configuration: MNEMO_PURGE_GRACE_DAYS must be 0 or more'],
     [{ MNEMO_RETENTION_EVERY_MS: '10' }, 'Invalid configuration: MNEMO_RETENTION_EVERY_MS must be at least 1000'],
+    [{ MNEMO_DB_CONNECT_TIMEOUT_MS: 'soon' }, 'Invalid configuration: MNEMO_DB_CONNECT_TIMEOUT_MS must be a number of milliseconds'],
+    [{ MNEMO_DB_CONNECT_TIMEOUT_MS: '0' }, 'Invalid configuration: MNEMO_DB_CONNECT_TIMEOUT_MS must be between 100 and 60000'],
+    [{ MNEMO_DB_CONNECT_TIMEOUT_MS: '2.5' }, 'Invalid configuration: MNEMO_DB_CONNECT_TIMEOUT_MS must be a whole number of milliseconds'],
+    [{ MNEMO_STATEMENT_TIMEOUT_MS: '-5' }, 'Invalid configuration: MNEMO_STATEMENT_TIMEOUT_MS must be 0 (off) or between 100 and 3600000'],
+    [{ MNEMO_STATEMENT_TIMEOUT_MS: '50' }, 'Invalid configuration: MNEMO_STATEMENT_TIMEOUT_MS must be 0 (off) or between 100 and 3600000'],
+    [{ MNEMO_STATEMENT_TIMEOUT_MS: '5s' }, 'Invalid configuration: MNEMO_STATEMENT_TIMEOUT_MS must be a number of milliseconds (0 turns it off)'],
+    [{ MNEMO_WORKER_STATEMENT_TIMEOUT_MS: '99' }, 'Invalid configuration: MNEMO_WORKER_STATEMENT_TIMEOUT_MS must be 0 (off) or between 100 and 86400000'],
   ])('stops on %j with one line naming the variable', (override, message) => {
     const text = failure(() => loadConfig({ ...base, ...override }, 'api'));
     expect(text).toBe(message);

@@ -1,0 +1,184 @@
+/**
+ * The API when the database cannot serve (issue 10, defects 4, 9 and 10), over real PostgreSQL:
+ * an unreachable server, one that accepts and never answers, a statement stalled past the
+ * statement timeout, and a failing statement whose parameters must not reach the logs.
+ * (The crash-and-restart of a real cluster is in test/faults/postgres.test.ts.)
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import type { Job } from 'bullmq';
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createApp } from '../../src/app.ts';
+import { createTokenVerifier } from '../../src/auth/verify.ts';
+import { connect, type Database } from '../../src/db/client.ts';
+import type { JobData } from '../../src/jobs/queues.ts';
+import { createProcessor } from '../../src/jobs/worker.ts';
+import { createLogger } from '../../src/log.ts';
+import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { uniqueTenant } from '../helpers/factories.ts';
+import { freePort } from '../helpers/process.ts';
+
+const STATEMENT_TIMEOUT_MS = 400;
+
+describe('the API when the database cannot serve', () => {
+  let t: TestDatabase;
+  let bounded: Database;
+  let unreachable: Database;
+  let silent: Database;
+  let silentServer: Server;
+  const sockets = new Set<Socket>();
+  const logs: string[] = [];
+  const logger = createLogger('info', {}, (line) => logs.push(line));
+
+  const appOver = (database: Database) =>
+    createApp({
+      logger,
+      db: database.db,
+      verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
+      readiness: { accepting: () => true, checks: { postgres: () => database.sql`select 1` } },
+    });
+
+  async function post(database: Database, token: string, path: string, body: unknown) {
+    const started = performance.now();
+    const response = await appOver(database).request(path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, retryAfter: response.headers.get('retry-after'), body: (await response.json()) as any, ms: performance.now() - started };
+  }
+
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    bounded = connect(t.appUrl, { max: 3, statementTimeoutMs: STATEMENT_TIMEOUT_MS });
+    // Nothing listens there: every connect is refused at once.
+    unreachable = connect(`postgres://nobody@127.0.0.1:${await freePort()}/nothing`, { max: 3, connectTimeoutMs: 1000 });
+    // Accepts the TCP connection and never says a word, like a server that hangs.
+    silentServer = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silentServer.listen(0, '127.0.0.1', resolve));
+    const { port } = silentServer.address() as { port: number };
+    silent = connect(`postgres://nobody@127.0.0.1:${port}/nothing`, { max: 1, connectTimeoutMs: 800 });
+  });
+
+  afterAll(async () => {
+    await Promise.all([bounded, unreachable, silent].map((d) => d?.close({ timeoutSeconds: 0 }).catch(() => {})));
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silentServer?.close(resolve));
+    await t?.drop();
+  });
+
+  it('an unreachable database answers 503 unavailable with Retry-After, fast, every time', async () => {
+    const token = await tokenFor({ tid: uniqueTenant('down'), role: 'admin' });
+    const answers = [];
+    // Many in a row: the driver's reconnect backoff used to grow with each failure (up to 20 s).
+    for (let i = 0; i < 12; i++) answers.push(await post(unreachable, token, '/v1/memory/facts', { type: 'acme.note', content: { text: `note ${i}` } }));
+    const slowest = Math.max(...answers.map((a) => a.ms));
+    console.info(`[database] unreachable: ${answers.length} answers ${[...new Set(answers.map((a) => a.status))].join(',')}, slowest ${Math.round(slowest)}ms`);
+    for (const answer of answers) {
+      expect(answer.status).toBe(503);
+      expect(answer.body.error).toMatchObject({ code: 'unavailable', message: 'The database is unavailable; retry shortly' });
+      expect(answer.retryAfter).toBe('2');
+    }
+    expect(slowest).toBeLessThan(1500);
+  });
+
+  it('a server that accepts and never answers fails after the connect timeout, not after 30 s', async () => {
+    const token = await tokenFor({ tid: uniqueTenant('hang'), role: 'admin' });
+    const answer = await post(silent, token, '/v1/memory/facts', { type: 'acme.note', content: { text: 'hello' } });
+    console.info(`[database] silent server: ${answer.status} after ${Math.round(answer.ms)}ms (connect timeout 800ms)`);
+    expect(answer.status).toBe(503);
+    expect(answer.body.error.code).toBe('unavailable');
+    expect(answer.retryAfter).toBe('2');
+    expect(answer.ms).toBeLessThan(2500);
+  }, 15_000);
+
+  it('a statement stalled past the statement timeout is cancelled by the server and answers 503', async () => {
+    const tenantId = uniqueTenant('stall');
+    const token = await tokenFor({ tid: tenantId, role: 'admin' });
+    const created = await post(bounded, token, '/v1/memory/facts', { type: 'acme.note', content: { text: 'locked by an operator' } });
+    expect(created.status).toBe(201);
+    const locker = await t.admin.reserve();
+    try {
+      await locker`begin`;
+      await locker`select id from facts where id = ${created.body.id} for update`;
+      const stalled = await post(bounded, token, `/v1/memory/facts/${created.body.id}/supersede`, { content: { text: 'waits on the lock' } });
+      console.info(`[database] stalled statement: ${stalled.status} after ${Math.round(stalled.ms)}ms (statement timeout ${STATEMENT_TIMEOUT_MS}ms)`);
+      expect(stalled.status).toBe(503);
+      expect(stalled.body.error).toMatchObject({ code: 'unavailable', message: 'The database did not answer in time; retry shortly' });
+      expect(stalled.retryAfter).toBe('1');
+      expect(stalled.ms).toBeGreaterThanOrEqual(STATEMENT_TIMEOUT_MS - 20);
+      expect(stalled.ms).toBeLessThan(STATEMENT_TIMEOUT_MS + 1500);
+      // Cancelled, not abandoned: no statement of the app is active or waiting on a lock.
+      const left = await t.admin`
+        select pid, state, wait_event_type from pg_stat_activity
+        where datname = ${t.name} and usename <> current_user and state <> 'idle'`;
+      expect(left).toEqual([]);
+    } finally {
+      await locker`rollback`;
+      locker.release();
+    }
+    const [row] = await t.admin<{ version: number }[]>`select version from facts where id = ${created.body.id}`;
+    expect(row!.version).toBe(1);
+    expect((await post(bounded, token, `/v1/memory/facts/${created.body.id}/supersede`, { content: { text: 'free again' } })).status).toBe(200);
+  });
+
+  it('a transaction sets its own statement timeout, and only when configured', async () => {
+    const { withTenant } = await import('../../src/db/client.ts');
+    const read = (database: Database) => withTenant(database.db, 'any-tenant', async (tx) => (await tx.execute(sql`select current_setting('statement_timeout') as s`))[0]);
+    expect(await read(bounded)).toEqual({ s: `${STATEMENT_TIMEOUT_MS}ms` });
+    expect(await read(t.app)).toEqual({ s: '0' });
+    // Transaction-local: the session keeps the server's setting afterwards.
+    const [session] = await bounded.sql`select current_setting('statement_timeout') as s`;
+    expect(session).toEqual({ s: '0' });
+  });
+
+  it('logs a failing statement by its SQLSTATE, never by its parameters (the content it carried)', async () => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}`;
+    await t.admin.unsafe(`alter table facts add constraint faults_no_canary check (coalesce(content->>'text', '') not like '%canary-%') not valid`);
+    try {
+      const token = await tokenFor({ tid: uniqueTenant('logs'), role: 'admin' });
+      logs.length = 0;
+      const answer = await post(bounded, token, '/v1/memory/facts', { type: 'acme.note', content: { text: `the secret is ${canary}` } });
+      expect(answer.status).toBe(500);
+      expect(answer.body.error.code).toBe('internal');
+      const line = logs.find((l) => l.includes('"unhandled error"'));
+      expect(line, logs.join('\n')).toBeDefined();
+      expect(line).not.toContain(canary);
+      expect(line).not.toMatch(/params:|"parameters"|"query"|Failing row|insert into/i);
+      // What it does say: which error, its SQLSTATE and constraint, and where in the code.
+      const logged = JSON.parse(line!);
+      expect(logged.error).toMatchObject({ name: 'DrizzleQueryError', cause: { name: 'PostgresError', code: '23514', constraint: 'faults_no_canary' } });
+      expect(logged.error.stack).toMatch(/\n\s+at /);
+      expect(JSON.stringify(answer.body)).not.toContain(canary);
+    } finally {
+      await t.admin.unsafe('alter table facts drop constraint faults_no_canary');
+    }
+  });
+
+  it('a failed job logs and records its error without the statement parameters', async () => {
+    const canary = `canary-${Math.random().toString(36).slice(2)}`;
+    const definition = { name: 'faults-test', payload: z.object({}), jobOptions: {} };
+    // A statement that fails on its parameter, whose value PostgreSQL also quotes in its message.
+    const handler = async () => bounded.db.execute(sql`select ${canary}::int`);
+    logs.length = 0;
+    const processor = createProcessor(definition, handler, { db: bounded.db, logger });
+    const job = { id: '1', data: { payload: {} }, attemptsMade: 0, opts: { attempts: 3 } } as unknown as Job<JobData>;
+    const thrown = await processor(job).then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    );
+    expect(thrown).toBeInstanceOf(Error);
+    // What BullMQ would store in Redis with the failed job.
+    expect(`${thrown!.message}\n${thrown!.stack}`).not.toContain(canary);
+    expect(thrown!.message).toContain('22P02');
+    const line = logs.find((l) => l.includes('"job failed"'));
+    expect(line, logs.join('\n')).toBeDefined();
+    expect(line).not.toContain(canary);
+    expect(JSON.parse(line!).error).toMatchObject({ name: 'DrizzleQueryError', cause: { name: 'PostgresError', code: '22P02' } });
+  });
+});
