@@ -1,4 +1,12 @@
-import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import {
+  createRemoteJWKSet,
+  customFetch,
+  decodeProtectedHeader,
+  errors as joseErrors,
+  type FetchImplementation,
+  type JWTVerifyGetKey,
+  jwtVerify,
+} from 'jose';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { claimsSchema } from './claims.ts';
@@ -7,6 +15,20 @@ import type { Principal } from './permissions.ts';
 /** Tokens longer than this are refused before any parsing (DESIGN §3: a cheap bound on work). */
 export const MAX_TOKEN_BYTES = 8 * 1024;
 const CLOCK_TOLERANCE_SECONDS = 30;
+/**
+ * The IdP's key set (jose's defaults, made explicit): used for 10 minutes, then fetched again; a
+ * token with a `kid` not in it refetches it at most once per cooldown, so a flood of made-up kids
+ * costs the IdP one fetch per 30 s, not one per request.
+ */
+export const JWKS_MAX_AGE_MS = 10 * 60_000;
+export const JWKS_COOLDOWN_MS = 30_000;
+export const JWKS_TIMEOUT_MS = 5_000;
+/**
+ * After a failed fetch (no answer, not 200, not a key set), requests that need the keys answer
+ * 503 at once for this long instead of asking again: jose itself retries on every request, so
+ * during an IdP outage each request (an attacker's too) would cost the IdP a fetch.
+ */
+export const JWKS_RETRY_AFTER_FAILURE_MS = 5_000;
 /** Algorithms accepted from the IdP's JWKS; HS256 only with our own secret. Pinned, never `none`. */
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'ES256', 'EdDSA'];
 
@@ -14,13 +36,58 @@ export type TokenVerifier = (authorization: string | undefined) => Promise<Princ
 
 const unauthenticated = (message: string) => new AppError('unauthenticated', message);
 
+/** The IdP's keys could not be had: the token may be fine, so 503 with `Retry-After`, not 401. */
+export class TokenKeysUnavailable extends AppError {
+  readonly retryAfterSeconds = Math.ceil(JWKS_RETRY_AFTER_FAILURE_MS / 1000);
+  constructor() {
+    super('unavailable', "The token issuer's keys could not be fetched; try again");
+    this.name = 'TokenKeysUnavailable';
+  }
+}
+
+/** Why the key set's fetch failed; never shown to a client. */
+class KeySetFetchFailed extends Error {}
+
+/**
+ * The key set's fetch, for jose: anything but a 200 with a key set is a failure (jose would
+ * answer a 500 from the IdP as a bad token, 401), and for JWKS_RETRY_AFTER_FAILURE_MS after a
+ * failure it fails at once without asking.
+ */
+function keySetFetch(): FetchImplementation {
+  let failedAt = Number.NEGATIVE_INFINITY;
+  return async (url, init) => {
+    if (Date.now() - failedAt < JWKS_RETRY_AFTER_FAILURE_MS) throw new KeySetFetchFailed('failed recently; not asking again yet');
+    try {
+      const response = await fetch(url, init);
+      if (response.status !== 200) {
+        await response.body?.cancel();
+        throw new KeySetFetchFailed(`answered ${response.status}`);
+      }
+      const text = await response.text();
+      const keySet = JSON.parse(text) as { keys?: unknown };
+      if (!Array.isArray(keySet?.keys)) throw new KeySetFetchFailed('not a JSON Web Key Set');
+      return new Response(text, { status: 200, headers: { 'content-type': 'application/json' } });
+    } catch (error) {
+      failedAt = Date.now();
+      throw error;
+    }
+  };
+}
+
 /**
  * Verifies `Authorization: Bearer <JWT>` and returns the principal it names. Every failure is
  * a 401 `unauthenticated` whose message says what kind of problem it was, never the token.
  */
 export function createTokenVerifier(auth: Config['auth']): TokenVerifier {
   const secret = auth.jwtSecret ? new TextEncoder().encode(auth.jwtSecret) : undefined;
-  const jwks: JWTVerifyGetKey | undefined = auth.jwksUrl ? createRemoteJWKSet(new URL(auth.jwksUrl)) : undefined;
+  const jwks: JWTVerifyGetKey | undefined = auth.jwksUrl
+    ? createRemoteJWKSet(new URL(auth.jwksUrl), {
+        cacheMaxAge: JWKS_MAX_AGE_MS,
+        cooldownDuration: JWKS_COOLDOWN_MS,
+        timeoutDuration: JWKS_TIMEOUT_MS,
+        [customFetch]: keySetFetch(),
+      })
+    : undefined;
   const options = {
     issuer: auth.issuer,
     audience: auth.audience,
@@ -56,7 +123,7 @@ export function createTokenVerifier(auth: Config['auth']): TokenVerifier {
       if (error instanceof AppError) throw error;
       // The IdP's key set could not be fetched: the token may be fine, so this is not a 401.
       if (usingJwks && (error instanceof joseErrors.JWKSTimeout || !(error instanceof joseErrors.JOSEError))) {
-        throw new AppError('unavailable', "The token issuer's keys could not be fetched; try again");
+        throw new TokenKeysUnavailable();
       }
       throw unauthenticated(error instanceof joseErrors.JOSEError ? describeJoseError(error) : 'Token could not be verified');
     }

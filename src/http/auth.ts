@@ -1,13 +1,20 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Principal } from '../auth/permissions.ts';
-import type { TokenVerifier } from '../auth/verify.ts';
+import { TokenKeysUnavailable, type TokenVerifier } from '../auth/verify.ts';
 import type { AppEnv } from './context.ts';
 
 /** Verifies the bearer token and puts the principal in the context; 401 otherwise. */
 export const authenticate =
   (verify: TokenVerifier): MiddlewareHandler<AppEnv> =>
   async (c, next) => {
-    const principal = await verify(c.req.header('authorization'));
+    let principal: Principal;
+    try {
+      principal = await verify(c.req.header('authorization'));
+    } catch (error) {
+      // The IdP's keys are unavailable: say when to come back (the verifier asks again by then).
+      if (error instanceof TokenKeysUnavailable) c.header('Retry-After', String(error.retryAfterSeconds));
+      throw error;
+    }
     c.set('principal', principal);
     c.set('tenantId', principal.tenantId);
     await next();

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTokenVerifier, MAX_TOKEN_BYTES } from '../../src/auth/verify.ts';
+import { createTokenVerifier, JWKS_RETRY_AFTER_FAILURE_MS, MAX_TOKEN_BYTES, TokenKeysUnavailable } from '../../src/auth/verify.ts';
 import { AppError } from '../../src/errors.ts';
 
 const secret = 'verifier-secret-of-at-least-32-bytes';
@@ -92,6 +92,29 @@ describe('token verification', () => {
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     const verify = createTokenVerifier({ jwtSecret: undefined, jwksUrl: `http://127.0.0.1:${port}/jwks`, issuer: undefined, audience: undefined });
     expect(await failure(verify(`Bearer ${await signed('ES256')}`))).toMatchObject({ code: 'unavailable' });
+  });
+
+  it('answers 503 when the JWKS answers 500, and asks again only after the retry interval', async () => {
+    let fetches = 0;
+    const failing = createServer((_req, res) => {
+      fetches++;
+      res.statusCode = 500;
+      res.end('upstream trouble');
+    });
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(failing.address() as AddressInfo).port}/jwks`;
+      const verify = createTokenVerifier({ jwtSecret: undefined, jwksUrl: url, issuer: undefined, audience: undefined });
+      for (let i = 0; i < 5; i++) {
+        const error = await failure(verify(`Bearer ${await signed('ES256')}`));
+        expect(error).toBeInstanceOf(TokenKeysUnavailable);
+        expect(error).toMatchObject({ code: 'unavailable', retryAfterSeconds: JWKS_RETRY_AFTER_FAILURE_MS / 1000 });
+      }
+      // jose alone would have fetched once per request.
+      expect(fetches).toBe(1);
+    } finally {
+      await new Promise<void>((resolve) => failing.close(() => resolve()));
+    }
   });
 
   it('allows 30 s of clock skew on exp, and no more', async () => {
