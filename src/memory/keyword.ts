@@ -14,7 +14,7 @@ import { and, type SQL, sql } from 'drizzle-orm';
 import { type Principal, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
-import { parseSearchQuery, type SearchTerm } from './search-query.ts';
+import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from './search-query.ts';
 
 /**
  * BM25 parameters. Swept over k1 ∈ {0.9, 1.2} × b ∈ {0.4, 0.6, 0.75} on cranfield / med / cacm
@@ -35,6 +35,12 @@ const termQuery = (term: SearchTerm) =>
 /**
  * The `depth` best facts for `query` among those `corpus` admits (visibility is added here),
  * best first; ties by newest id.
+ *
+ * The work is bounded whatever the query's length (issue 10, defect 10): of its words, the first
+ * SEARCH_LEXEMES_MAX distinct ones that are not stop words are searched (each as
+ * `plainto_tsquery` reads it, so matching is as before for any query within the limit), plus a
+ * few phrases (search-query.ts); each searched lexeme costs one index count, and the candidates
+ * are the facts holding one of them.
  */
 export async function keywordSearch(
   tx: Tx,
@@ -44,21 +50,39 @@ export async function keywordSearch(
   depth: number,
   params: { k1: number; b: number } = BM25,
 ): Promise<RankedId[]> {
-  const { include, exclude } = parseSearchQuery(query);
+  const { include, exclude, includedText } = parseSearchQuery(query);
   if (include.length === 0) return [];
 
-  const anyOf = sql.join(include.map(termQuery), sql` || `);
-  const matchQuery = exclude.length === 0 ? anyOf : sql`(${anyOf}) && ${sql.join(exclude.map((t) => sql`!! ${termQuery(t)}`), sql` && `)}`;
-  const includedText = include.map((t) => t.text).join(' ');
+  const words = include.filter((t) => !t.phrase).map((t) => t.text);
+  const phrases = include.filter((t) => t.phrase);
+  const phraseText = phrases.map((t) => t.text).join(' ');
+  const anyPhrase = phrases.map((t) => sql` || ${termQuery(t)}`);
+  const excluded = exclude.map((t) => sql` && !! ${termQuery(t)}`);
   const searchable = and(visibleTo(principal, facts), ...corpus)!;
   // Constants inline: as parameters their type could not be inferred inside the arithmetic.
   const k1 = sql.raw(String(Number(params.k1)));
   const b = sql.raw(String(Number(params.b)));
 
   const rows = (await tx.execute(sql`
-    with terms as materialized (
+    with kept as materialized (
+      -- The first distinct words that are not stop words, one tsquery each.
+      select q, (array_agg(word order by ord))[1] as word
+      from (
+        select w.word, w.ord, plainto_tsquery('english', w.word) as q
+        from string_to_table(${words.join(' ')}, ' ') with ordinality as w(word, ord)
+      ) w
+      where numnode(q) > 0
+      group by q
+      order by min(ord)
+      limit ${SEARCH_LEXEMES_MAX}
+    ),
+    matching as materialized (
+      select (coalesce((select string_agg('(' || q::text || ')', ' | ')::tsquery from kept), ''::tsquery)${sql.join(anyPhrase, sql``)})${sql.join(excluded, sql``)} as q
+    ),
+    terms as materialized (
       select lexeme, mnemo_lexeme_query(lexeme) as q, coalesce(array_length(positions, 1), 1)::float8 as qtf
       from unnest(to_tsvector('english', ${includedText}))
+      where lexeme = any(tsvector_to_array(to_tsvector('english', coalesce((select string_agg(word, ' ') from kept), '') || ' ' || ${phraseText})))
     ),
     corpus as materialized (
       select count(*)::float8 as n, coalesce(avg(search_length), 0)::float8 as avgdl
@@ -71,7 +95,7 @@ export async function keywordSearch(
     ),
     candidates as (
       select id, search_vector, search_length from facts
-      where ${searchable} and search_vector @@ (${matchQuery})
+      where ${searchable} and search_vector @@ (select q from matching)
     )
     select c.id,
       sum(

@@ -1,9 +1,11 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { live } from '../../src/memory/conditions.ts';
 import { writeFact } from '../../src/memory/facts.ts';
 import { keywordSearch } from '../../src/memory/keyword.ts';
+import { parseSearchQuery, SEARCH_EXCLUDES_MAX, SEARCH_LEXEMES_MAX, SEARCH_PHRASES_MAX, SEARCH_WORDS_MAX } from '../../src/memory/search-query.ts';
 import { indexCollection, loadCollection, meanNdcg10 } from '../../bench/ir.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
@@ -58,6 +60,35 @@ describe('keyword search (BM25 in SQL)', () => {
     expect((await search(member, 'zebra')).map((r) => r.id)).toEqual([mine.id]);
   });
 
+  it('bounds the work of a long query: the first 32 distinct words that are not stop words are searched', async () => {
+    const tenant = uniqueTenant('kw-long');
+    const p = admin(tenant);
+    const write = (text: string) => writeFact({ db: t.app.db, principal: p }, { type: 'acme.note', content: { text } });
+    const early = await write('The gearbox of the tractor needs a new clutch.');
+    const late = await write('A zyzzyva is a weevil of the tropics.');
+    for (let i = 0; i < 20; i++) await write(`Filler note ${i} about the weather in spring.`);
+    // 300 distinct words, stop words among them; "gearbox" comes first, "zyzzyva" after 40 other searchable words.
+    const filler = Array.from({ length: 300 }, (_, i) => `word${i.toString(36)}x`);
+    const query = ['the', 'gearbox', 'of', ...filler.slice(0, 40), 'zyzzyva', ...filler.slice(40)].join(' ');
+    expect(query.length).toBeLessThan(4000);
+
+    const { indexScans, results } = await withTenant(t.app.db, tenant, async (tx) => {
+      const scans = async () => Number((await tx.execute(sql`select coalesce(sum(idx_scan), 0)::int as n from pg_stat_xact_user_tables where relname = 'facts'`))[0]!.n);
+      const before = await scans();
+      const found = await keywordSearch(tx, p, query, [live()], 10);
+      const long = (await scans()) - before;
+      await keywordSearch(tx, p, 'gearbox clutch', [live()], 10);
+      return { indexScans: { long, short: (await scans()) - before - long }, results: found };
+    });
+    console.log(`index scans: ${indexScans.long} for a ${query.split(' ').length}-word query, ${indexScans.short} for a 2-word one`);
+    expect(results.map((r) => r.id)).toEqual([early.id]);
+    expect(results.map((r) => r.id)).not.toContain(late.id);
+    // One count per searched lexeme, plus the corpus and the candidates: bounded by the cap, not by the query.
+    expect(indexScans.long).toBeLessThanOrEqual(SEARCH_LEXEMES_MAX + indexScans.short);
+    // Within the limit nothing changes: the same word found among a few.
+    expect((await search(p, 'weevil tropics gearbox')).map((r) => r.id).sort()).toEqual([early.id, late.id].sort());
+  });
+
   it('reaches the BM25 reference on med (nDCG@10 within 0.02 of 0.661)', async () => {
     const tenant = uniqueTenant('med');
     const p = admin(tenant);
@@ -67,4 +98,30 @@ describe('keyword search (BM25 in SQL)', () => {
     console.log(`med keyword nDCG@10 = ${ndcg.toFixed(3)}`);
     expect(ndcg).toBeGreaterThanOrEqual(0.641);
   }, 120_000);
+});
+
+describe('parseSearchQuery', () => {
+  it('keeps distinct terms in query order, within limits, and every included word for the term frequencies', () => {
+    const parsed = parseSearchQuery('Washing machine WASHING "spare parts" -dryer -dryer "Spare Parts" or machine');
+    expect(parsed.include).toEqual([
+      { text: 'Washing', phrase: false },
+      { text: 'machine', phrase: false },
+      { text: 'spare parts', phrase: true },
+    ]);
+    expect(parsed.exclude).toEqual([{ text: 'dryer', phrase: false }]);
+    expect(parsed.includedText).toBe('Washing machine WASHING spare parts Spare Parts machine');
+
+    const many = parseSearchQuery(
+      [
+        ...Array.from({ length: SEARCH_WORDS_MAX + 50 }, (_, i) => `w${i}`),
+        ...Array.from({ length: SEARCH_PHRASES_MAX + 3 }, (_, i) => `"p${i} a b c d e f g h i j"`),
+        ...Array.from({ length: SEARCH_EXCLUDES_MAX + 5 }, (_, i) => `-x${i}`),
+      ].join(' '),
+    );
+    expect(many.include.filter((t) => !t.phrase)).toHaveLength(SEARCH_WORDS_MAX);
+    const phrases = many.include.filter((t) => t.phrase);
+    expect(phrases).toHaveLength(SEARCH_PHRASES_MAX);
+    expect(phrases[0]!.text).toBe('p0 a b c d e f g');
+    expect(many.exclude).toHaveLength(SEARCH_EXCLUDES_MAX);
+  });
 });
