@@ -112,3 +112,17 @@ function safeMessage(error: Error, name: string): string {
   if (name === 'PostgresError') return error.message.replace(/: ".*$/s, ': (value not logged)');
   return error.message;
 }
+
+/**
+ * A promise rejected with nobody to handle it would end the process (Node's default), taking the
+ * worker's jobs or the API's requests with it. Mnemo's state lives in PostgreSQL and Redis and
+ * every job is retried, so a stray rejection from a driver or queue callback during an outage is
+ * not worth a crash: it is logged at error level (its safe fields) and the process goes on. The
+ * fault suite fails on such a line, so one is still found. Uncaught exceptions still end the
+ * process: state in memory may then be broken, and the supervisor restarts it.
+ */
+export function logUnhandledRejections(logger: Logger): void {
+  process.on('unhandledRejection', (reason) => {
+    logger.error('unhandled promise rejection', { error: reason instanceof Error ? reason : safeError(reason) });
+  });
+}

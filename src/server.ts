@@ -15,12 +15,13 @@ import { manageConnections } from './http/connections.ts';
 import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis, promptly } from './jobs/redis.ts';
-import { createLogger, type Logger } from './log.ts';
+import { createLogger, type Logger, logUnhandledRejections } from './log.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env, 'api');
   const logger = createLogger(config.logLevel, { process: 'api' });
+  logUnhandledRejections(logger);
   const database = connect(config.databaseUrl, { applicationName: 'mnemo-api', ...config.database });
   await assertRestrictedRole(database.sql);
   const redis = createRedis(config.redisUrl, 'producer');

@@ -9,18 +9,23 @@ import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQ
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
 import { createEmbeddingProviders } from '../src/embeddings/registry.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger, logUnhandledRejections } from '../src/log.ts';
 import { exitOnStartupFailure, onShutdown } from '../src/shutdown.ts';
 import { createHandlerRegistry } from './registry.ts';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env, 'worker');
   const logger = createLogger(config.logLevel, { process: 'worker' });
+  logUnhandledRejections(logger);
   const database = connect(config.databaseUrl, { applicationName: 'mnemo-worker', ...config.database });
   await assertRestrictedRole(database.sql);
 
   const producer = createRedis(config.redisUrl, 'producer');
   const connection = createRedis(config.redisUrl, 'worker');
+  // Without a listener ioredis prints every reconnect failure to stderr as an "unhandled error event".
+  for (const [name, client] of [['producer', producer], ['worker', connection]] as const) {
+    client.on('error', (error: Error) => logger.warn('redis connection error', { connection: name, error: error.message }));
+  }
   const queues = createQueues(producer, queueDefinitions, config.queuePrefix);
   const providers = config.embeddings.kind === 'openai-compat' ? createEmbeddingProviders(config.embeddings, logger) : undefined;
   const registry = createHandlerRegistry({

@@ -235,7 +235,10 @@ describe('faults: PostgreSQL', () => {
     expect(missing, 'acknowledged writes missing').toEqual([]);
     expect(partial, 'facts whose revisions are not 1..version').toEqual([]);
     // Neither process said anything about an unhandled rejection or an uncaught exception.
-    for (const p of [api, worker]) expect(p.stderr()).not.toMatch(/Unhandled|uncaught|TypeError/i);
+    for (const p of [api, worker]) {
+      expect(p.stderr()).not.toMatch(/Unhandled|uncaught|TypeError/i);
+      expect(p.stdout()).not.toContain('unhandled promise rejection');
+    }
 
     // The worker carries on by itself: every live fact gets its vector at its current version.
     const embeddedWithin = performance.now();

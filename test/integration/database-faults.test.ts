@@ -4,7 +4,10 @@
  * statement timeout, and a failing statement whose parameters must not reach the logs.
  * (The crash-and-restart of a real cluster is in test/faults/postgres.test.ts.)
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Job } from 'bullmq';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +21,7 @@ import { createLogger } from '../../src/log.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort } from '../helpers/process.ts';
+import { freePort, projectRoot, runProcess } from '../helpers/process.ts';
 
 const STATEMENT_TIMEOUT_MS = 400;
 
@@ -180,5 +183,29 @@ describe('the API when the database cannot serve', () => {
     expect(line, logs.join('\n')).toBeDefined();
     expect(line).not.toContain(canary);
     expect(JSON.parse(line!).error).toMatchObject({ name: 'DrizzleQueryError', cause: { name: 'PostgresError', code: '22P02' } });
+  });
+
+  it('a stray promise rejection is logged (safely) and the process goes on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mnemo-rejection-'));
+    const script = join(dir, 'stray.ts');
+    writeFileSync(
+      script,
+      [
+        `import { createLogger, logUnhandledRejections } from ${JSON.stringify(join(projectRoot, 'src/log.ts'))};`,
+        `logUnhandledRejections(createLogger('info'));`,
+        `const error = Object.assign(new Error('Failed query: insert\\nparams: canary-stray'), { params: ['canary-stray'] });`,
+        `void Promise.reject(error);`,
+        `setTimeout(() => console.log('still running'), 100);`,
+      ].join('\n'),
+    );
+    try {
+      const { code, stdout } = await runProcess(script, [], {});
+      expect(code).toBe(0);
+      expect(stdout).toContain('"unhandled promise rejection"');
+      expect(stdout).toContain('still running');
+      expect(stdout).not.toContain('canary-stray');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
