@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../db/client.ts';
 import { databaseUnavailableReason } from '../db/errors.ts';
-import { type Logger, safeError, safeErrorText } from '../log.ts';
+import { type Logger, type SafeError, safeError, safeErrorText } from '../log.ts';
 import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
 import type { JobData, QueueDefinition } from './queues.ts';
 
@@ -57,31 +57,39 @@ export function createProcessor(definition: QueueDefinition, handler: JobHandler
       // it, but the outbox row stays open so the reconciler hands the work in again afterwards.
       const outage = databaseUnavailableReason(error) !== undefined;
       logger.warn('job failed', { attempt: job.attemptsMade + 1, final, ...(outage ? { databaseUnavailable: true } : {}), error });
+      const recorded = jobError(error);
       if (ref) {
         // With the database down this fails too; the job must still fail with its own error (and
         // be retried), not with this one, and never reject anywhere unhandled.
-        await markOutboxAttemptFailed(deps.db, ref, safeErrorText(error), final && !outage).catch((markError: unknown) =>
+        await markOutboxAttemptFailed(deps.db, ref, recorded, final && !outage).catch((markError: unknown) =>
           logger.warn('could not record the failed attempt in the outbox', { error: markError }),
         );
       }
-      throw jobError(error);
+      throw recorded;
     }
   };
 }
 
 /**
- * The error a failed job is recorded with in Redis (BullMQ keeps its message and stack with the
- * job for days). A database error carries the statement's parameters, which may be fact content
+ * The error a failed job is recorded with, in Redis (BullMQ keeps its message and stack with the
+ * job for days) and in its outbox row. A database error carries the statement's parameters, which may be fact content
  * or an erasure target's id, in its message (drizzle) or fields (postgres.js): such an error is
  * replaced by its safe text, so erased content cannot survive in a failed job. BullMQ's control
  * errors (UnrecoverableError, DelayedError, …) and our own pass as they are.
  */
 export function jobError(error: unknown): unknown {
   if (!(error instanceof Error) || !carriesStatement(error)) return error;
-  const safe = new Error(safeErrorText(error));
+  const safe: Error & { code?: string } = new Error(safeErrorText(error));
   safe.name = 'DatabaseError';
   const described = safeError(error);
   if (typeof described !== 'string' && described.stack) safe.stack = described.stack;
+  // The code (SQLSTATE, ECONNREFUSED…) stays readable for whoever classifies the failure.
+  for (let d: SafeError | string | undefined = described; d && typeof d !== 'string'; d = d.cause) {
+    if (d.code) {
+      safe.code = d.code;
+      break;
+    }
+  }
   return safe;
 }
 

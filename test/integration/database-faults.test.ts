@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
-import { connect, type Database } from '../../src/db/client.ts';
+import { connect, type Database, withTenant } from '../../src/db/client.ts';
+import { recordOutbox } from '../../src/jobs/outbox.ts';
 import type { JobData } from '../../src/jobs/queues.ts';
 import { createProcessor } from '../../src/jobs/worker.ts';
 import { createLogger } from '../../src/log.ts';
@@ -131,7 +132,6 @@ describe('the API when the database cannot serve', () => {
   });
 
   it('a transaction sets its own statement timeout, and only when configured', async () => {
-    const { withTenant } = await import('../../src/db/client.ts');
     const read = (database: Database) => withTenant(database.db, 'any-tenant', async (tx) => (await tx.execute(sql`select current_setting('statement_timeout') as s`))[0]);
     expect(await read(bounded)).toEqual({ s: `${STATEMENT_TIMEOUT_MS}ms` });
     expect(await read(t.app)).toEqual({ s: '0' });
@@ -170,7 +170,9 @@ describe('the API when the database cannot serve', () => {
     const handler = async () => bounded.db.execute(sql`select ${canary}::int`);
     logs.length = 0;
     const processor = createProcessor(definition, handler, { db: bounded.db, logger });
-    const job = { id: '1', data: { payload: {} }, attemptsMade: 0, opts: { attempts: 3 } } as unknown as Job<JobData>;
+    const tenantId = uniqueTenant('job-logs');
+    const row = await withTenant(bounded.db, tenantId, (tx) => recordOutbox(tx, tenantId, definition.name, {}));
+    const job = { id: '1', data: { payload: {}, outbox: { tenantId, id: row.id } }, attemptsMade: 0, opts: { attempts: 3 } } as unknown as Job<JobData>;
     const thrown = await processor(job).then(
       () => undefined,
       (error: unknown) => error as Error,
@@ -183,6 +185,28 @@ describe('the API when the database cannot serve', () => {
     expect(line, logs.join('\n')).toBeDefined();
     expect(line).not.toContain(canary);
     expect(JSON.parse(line!).error).toMatchObject({ name: 'DrizzleQueryError', cause: { name: 'PostgresError', code: '22P02' } });
+    // The outbox row keeps the same safe text.
+    const [stored] = await t.admin<{ last_error: string; attempts: number }[]>`select last_error, attempts from outbox where id = ${row.id}`;
+    expect(stored!.attempts).toBe(1);
+    expect(stored!.last_error).toContain('22P02');
+    expect(stored!.last_error).not.toContain(canary);
+  });
+
+  it('a job whose last attempt fails because the database is down leaves its outbox row open for the reconciler', async () => {
+    const definition = { name: 'faults-test', payload: z.object({}), jobOptions: {} };
+    const tenantId = uniqueTenant('job-outage');
+    const row = await withTenant(bounded.db, tenantId, (tx) => recordOutbox(tx, tenantId, definition.name, {}));
+    // The handler's database is unreachable; the outbox is marked through one that answers.
+    const processor = createProcessor(definition, async () => unreachable.sql`select 1`, { db: bounded.db, logger });
+    const last = { id: '2', data: { payload: {}, outbox: { tenantId, id: row.id } }, attemptsMade: 2, opts: { attempts: 3 } } as unknown as Job<JobData>;
+    await expect(processor(last)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    const [stored] = await t.admin<{ failed_at: Date | null; attempts: number }[]>`select failed_at, attempts from outbox where id = ${row.id}`;
+    expect(stored).toEqual({ failed_at: null, attempts: 1 });
+    // A real failure on the last attempt still closes it.
+    const failing = createProcessor(definition, async () => bounded.db.execute(sql`select 1/0`), { db: bounded.db, logger });
+    await expect(failing(last)).rejects.toThrow(/22012/);
+    const [closed] = await t.admin<{ failed_at: Date | null }[]>`select failed_at from outbox where id = ${row.id}`;
+    expect(closed!.failed_at).toBeInstanceOf(Date);
   });
 
   it('a stray promise rejection is logged (safely) and the process goes on', async () => {
