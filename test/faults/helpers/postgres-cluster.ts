@@ -201,12 +201,14 @@ export async function startPostgresCluster(options: { port?: number } = {}): Pro
       } catch {}
     }
     while (stillRunning(backends).length > 0) await sleep(10);
-    // The dead postmaster stays a zombie until init reaps it, and a new postmaster takes a zombie
-    // named in postmaster.pid for a running server. Once reaped (or if it is not soon), the lock
-    // file names nobody alive, and the backends holding the old shared memory are gone.
-    const reaped = Date.now() + 3000;
-    while (exists(pid) && Date.now() < reaped) await sleep(10);
-    if (exists(pid)) rmSync(join(dataDir, 'postmaster.pid'), { force: true });
+    // The dead postmaster stays a zombie until init reaps it (here after up to ~2 s), and a new
+    // postmaster takes a zombie named in postmaster.pid for a running server. The lock file names
+    // nobody alive and the backends that held the old shared memory are gone, so it can go, with
+    // the socket's lock file, which names the same pid.
+    if (exists(pid)) {
+      rmSync(join(dataDir, 'postmaster.pid'), { force: true });
+      rmSync(join(socketDir, `.s.PGSQL.${port}.lock`), { force: true });
+    }
   };
 
   const stop = async () => {
