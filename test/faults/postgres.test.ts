@@ -309,4 +309,30 @@ describe('faults: PostgreSQL', () => {
     expect(again.answer.status).toBe(200);
     expect(again.body.version).toBe(2);
   });
+
+  it('transactions in flight when the server dies settle with connection errors, never an uncaught exception in the driver', async () => {
+    // Without patches/postgres+3.4.9.patch this child dies with "TypeError: Cannot read properties
+    // of null (reading 'write')" at connection.js:255 in every run we tried (5 of 5).
+    const child = startProcess('test/faults/helpers/transaction-loop.ts', [database.appUrl, '24'], {});
+    await child.waitFor('looping', 30_000);
+    await sleep(1000);
+    await cluster.kill9();
+    await sleep(1500);
+    await cluster.start();
+    await sleep(1500);
+    child.child.kill('SIGUSR2');
+    const code = await Promise.race([child.exited, sleep(20_000).then(() => 'hung' as const)]);
+    if (code === 'hung') child.child.kill('SIGKILL');
+    const summary = code === 0 ? JSON.parse(child.stdout().trim().split('\n').pop()!) : undefined;
+    console.info(
+      `[faults] postgres kill -9 under 24 open transactions: exit ${code}, committed=${summary?.committed}, ` +
+        `unavailable=${summary?.unavailable}, other=${summary?.other}; api ${alive(api) ? 'up' : 'DEAD'}, worker ${alive(worker) ? 'up' : 'DEAD'}`,
+    );
+    expect(code, child.stderr().slice(-2000)).toBe(0);
+    expect(summary).toMatchObject({ other: 0, otherErrors: [] });
+    expect(summary.committed).toBeGreaterThan(0);
+    expect(summary.unavailable).toBeGreaterThan(0);
+    expect(alive(api)).toBe(true);
+    expect(alive(worker)).toBe(true);
+  });
 });
