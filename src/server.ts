@@ -11,7 +11,7 @@ import { createTokenVerifier } from './auth/verify.ts';
 import { type Config, describeSearch, loadConfig } from './config.ts';
 import { assertRestrictedRole, connect } from './db/client.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
-import { manageConnections } from './http/connections.ts';
+import { answerMalformedRequests, manageConnections } from './http/connections.ts';
 import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis, promptly } from './jobs/redis.ts';
@@ -56,6 +56,7 @@ async function main(): Promise<void> {
     process.stdout.write(`  ${describeSearch(config)}\n`);
     logger.info('api listening', { port: info.port });
   }) as Server;
+  answerMalformedRequests(server);
   const connections = manageConnections(server, {
     maxBodyBytes: BODY_LIMIT_BYTES,
     // A second of grace for idle keep-alive connections, and never most of the deadline.

@@ -13,8 +13,10 @@
  *   arrives on a connection already open, with `Connection: close`; close connections that stay
  *   idle; resolve once none is left.
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
+import { errorBody } from './errors.ts';
 
 export interface ConnectionOptions {
   /** Bodies declared larger than this are refused before the client sends them (no `100 Continue`). */
@@ -135,4 +137,32 @@ export function manageConnections(server: Server, options: ConnectionOptions): C
         });
       }),
   };
+}
+
+/**
+ * Requests Node's HTTP parser refuses before any of the app runs — a NUL or other control byte
+ * in a header, a header block over Node's 16 KiB limit, a malformed request line — are answered
+ * in the error envelope with an `X-Request-Id`, as every other refusal is, instead of Node's bare
+ * `400 Bad Request`. The parser's own message stays in the process (it may quote the request).
+ */
+export function answerMalformedRequests(server: Server): void {
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    // A peer that went away, or a socket already answered: nothing to say to it.
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const [status, reason, message] =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'Request headers are larger than the server accepts (16 KiB)']
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'Request Timeout', 'The request was not received in time']
+          : [400, 'Bad Request', 'Malformed HTTP request (request line or headers)'];
+    const requestId = randomUUID();
+    const body = JSON.stringify(errorBody('bad-input', message, requestId));
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
 }

@@ -512,8 +512,9 @@ describe('validation: 400 bad-input naming the field, nothing written', () => {
       expect(emoji.body.content).toEqual({ text: 'memo 😀' });
     });
 
-    it('a NUL in a header value is refused by the HTTP server before the app sees it', async () => {
-      // fetch refuses to send one, so this goes over a raw socket: Node's parser answers 400.
+    it('a NUL in a header value is refused by the HTTP server before the app sees it, in the envelope', async () => {
+      // fetch refuses to send one, so this goes over a raw socket: Node's parser refuses it and
+      // answerMalformedRequests puts the 400 in the error envelope.
       const { port } = new URL(api.baseUrl);
       const body = JSON.stringify(valid);
       const before = await stored();
@@ -532,6 +533,9 @@ describe('validation: 400 bad-input naming the field, nothing written', () => {
         socket.on('close', () => resolve(text));
       });
       expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      const [head, payload] = answer.split('\r\n\r\n');
+      const requestId = /\r\nX-Request-Id: ([\w-]+)\r\n/i.exec(head!)?.[1];
+      expect(JSON.parse(payload!)).toEqual({ error: { code: 'bad-input', message: expect.stringContaining('Malformed'), requestId } });
       expect(await stored()).toEqual(before);
     });
 

@@ -472,9 +472,10 @@ describe('fault: fuzzed bodies and query strings on every route of /openapi.json
       throw new Error(`${answer.status} ${answer.text.slice(0, 300)}; ${describeRequest(request)}`);
     }
     if (answer.status < 400) return;
-    // Answers of the app carry X-Request-Id; Node's own parser refusals (400, 431) carry nothing.
+    // Every refusal, the HTTP parser's included (answerMalformedRequests), is in the envelope.
     const requestId = answer.headers.get('x-request-id');
-    if (requestId) {
+    if (!requestId) throw new Error(`${answer.status} without X-Request-Id: ${answer.text.slice(0, 300)}; ${describeRequest(request)}`);
+    {
       let envelope: { error?: { code?: unknown; message?: unknown; requestId?: unknown } } = {};
       try {
         envelope = JSON.parse(answer.text);

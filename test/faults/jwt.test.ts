@@ -8,7 +8,7 @@
  *   PEM or JWK as the secret, an embedded `jwk` header, a foreign key under our `kid`, hostile
  *   kids), wrong or missing `iss`/`aud`, expired or not yet valid: 401 `unauthenticated` in the
  *   envelope, nothing stored.
- * - A 20 KB token: Node refuses the header block (431) before the app; a 10 KB one is the app's
+ * - A 20 KB token: Node refuses the header block (431, in the envelope) before the app; a 10 KB one is the app's
  *   own 401 ("Token too large", the 8 KiB bound).
  * - A flood of tokens with unknown kids: the JWKS is fetched at most once per cooldown (30 s),
  *   while valid tokens keep working; a key published meanwhile is picked up after the cooldown.
@@ -101,7 +101,7 @@ describe('fault: JWT attacks', () => {
     try {
       body = JSON.parse(text);
     } catch {
-      // Node's own refusals have no JSON body
+      // an answer that is not JSON is left for the assertions to report
     }
     return { status: response.status, body, headers: response.headers };
   }
@@ -257,15 +257,17 @@ describe('fault: JWT attacks', () => {
 
   it('answers 431 to a 20 KB token (Node refuses the header), 401 to a 10 KB one, and keeps serving', async () => {
     const padded = (bytes: number) => `${b64({ alg: 'RS256', kid: 'k1' })}.${'A'.repeat(bytes)}.sig`;
-    // Node's default limit on the header block is 16 KiB (--max-http-header-size): it answers 431
-    // itself and closes, before any of the app runs.
+    // Node's default limit on the header block is 16 KiB (--max-http-header-size): its parser
+    // refuses it before any of the app runs, and answerMalformedRequests says so in the envelope.
     const huge = await post(a, padded(20 * 1024));
     expect(huge.status).toBe(431);
+    expect(huge.body.error?.code).toBe('bad-input');
+    expect(huge.headers.get('x-request-id')).toBe(huge.body.error?.requestId);
     const large = await post(a, padded(10 * 1024));
     expectRefused(large, '10 KB token');
     expect(large.body.error?.message).toBe('Token too large');
     expect((await post(a, await rs256())).status).toBe(201);
-    figures.push('20 KB token → 431 (Node, 16 KiB header limit), 10 KB → 401 Token too large');
+    figures.push('20 KB token → 431 in the envelope (16 KiB header limit), 10 KB → 401 Token too large');
   });
 
   it(

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { inject } from 'vitest';
 import { createApp, type EmbeddingServices } from '../../src/app.ts';
+import { answerMalformedRequests } from '../../src/http/connections.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
@@ -104,7 +106,8 @@ export async function startTestApi(options: { embeddings?: boolean; worker?: boo
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() }, degradable: ['redis'] },
   });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
+  answerMalformedRequests(server);
   await new Promise<void>((resolve) => server.once('listening', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
