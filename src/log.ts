@@ -106,8 +106,12 @@ function isDrizzleQueryError(error: Error): boolean {
 }
 
 function safeMessage(error: Error, name: string): string {
-  // "Failed query: <sql>\nparams: <values>": the statement is in the cause's frames; the values must not be logged.
-  if (name === 'DrizzleQueryError') return 'Failed query (statement and parameters not logged)';
+  // "Failed query: <sql>\nparams: <values>": the values must not be logged, nor the statement
+  // (the frames say where it was run); what the server said, from the cause, may.
+  if (name === 'DrizzleQueryError') {
+    const cause = error.cause;
+    return cause instanceof Error ? `Failed query: ${safeMessage(cause, cause.name)}` : 'Failed query';
+  }
   // PostgreSQL quotes the offending input after a colon (`invalid input syntax for type uuid: "…"`).
   if (name === 'PostgresError') return error.message.replace(/: ".*$/s, ': (value not logged)');
   return error.message;
