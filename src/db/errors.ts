@@ -35,10 +35,17 @@ const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
 /** 57014 query_canceled: statement_timeout (or an operator's pg_cancel_backend) stopped it. */
 const CANCELED = '57014';
 
-export type UnavailableReason = 'connection' | 'timeout';
+/**
+ * Concurrent transactions got in each other's way and the server rolled this one back: 40P01
+ * deadlock_detected, 40001 serialization_failure, 55P03 lock_not_available. Nothing committed,
+ * and the same request run again normally succeeds.
+ */
+const CONTENTION_SQLSTATES = new Set(['40P01', '40001', '55P03']);
 
-/** Seconds a client should wait before retrying, by reason: a restart takes seconds; a timeout may clear at once. */
-export const RETRY_AFTER_SECONDS: Record<UnavailableReason, number> = { connection: 2, timeout: 1 };
+export type UnavailableReason = 'connection' | 'timeout' | 'contention';
+
+/** Seconds a client should wait before retrying, by reason: a restart takes seconds; a timeout or a deadlock may clear at once. */
+export const RETRY_AFTER_SECONDS: Record<UnavailableReason, number> = { connection: 2, timeout: 1, contention: 1 };
 
 /**
  * Why `error` (or any error in its `cause` chain: drizzle wraps the driver's error in a
@@ -50,6 +57,7 @@ export function databaseUnavailableReason(error: unknown): UnavailableReason | u
     const code = (current as { code?: unknown }).code;
     if (typeof code === 'string') {
       if (code === CANCELED) return 'timeout';
+      if (CONTENTION_SQLSTATES.has(code)) return 'contention';
       if (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return 'connection';
     }
     current = current.cause;
@@ -67,7 +75,9 @@ export class DatabaseUnavailable extends AppError {
       'unavailable',
       reason === 'timeout'
         ? 'The database did not answer in time; retry shortly'
-        : 'The database is unavailable; retry shortly',
+        : reason === 'contention'
+          ? 'The request collided with a concurrent one and was rolled back; retry it'
+          : 'The database is unavailable; retry shortly',
     );
     this.name = 'DatabaseUnavailable';
   }

@@ -3,6 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/permissions.ts';
 import type { Db } from '../db/client.ts';
 import { AppError } from '../errors.ts';
+import { databaseUnavailable } from '../db/errors.ts';
 import { errorBody } from '../http/errors.ts';
 import type { Logger } from '../log.ts';
 
@@ -28,6 +29,8 @@ export async function runTool(context: ToolContext, tool: string, body: () => Pr
     return await body();
   } catch (error) {
     if (error instanceof AppError) return toolError(context, error);
+    const unavailable = databaseUnavailable(error);
+    if (unavailable) return toolError(context, unavailable);
     context.logger.error('unhandled error in MCP tool', { requestId: context.requestId, tool, error });
     return toolError(context, new AppError('internal', `Internal error; quote request id ${context.requestId}`));
   }

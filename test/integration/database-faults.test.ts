@@ -15,6 +15,8 @@ import { z } from 'zod';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { connect, type Database, withTenant } from '../../src/db/client.ts';
+import { databaseUnavailable } from '../../src/db/errors.ts';
+import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
 import { recordOutbox } from '../../src/jobs/outbox.ts';
 import type { JobData } from '../../src/jobs/queues.ts';
 import { createProcessor } from '../../src/jobs/worker.ts';
@@ -89,6 +91,44 @@ describe('the API when the database cannot serve', () => {
       expect(answer.retryAfter).toBe('2');
     }
     expect(slowest).toBeLessThan(1500);
+  });
+
+  it('an MCP tool whose database is unreachable answers the unavailable tool error, not internal', async () => {
+    const result = await runTool({ requestId: 'req-down', logger } as ToolContext, 'some_tool', async () => {
+      await unreachable.sql`select 1`;
+      return { content: [] };
+    });
+    expect(result.isError).toBe(true);
+    const text = (result.content[0] as { text: string }).text;
+    expect(JSON.parse(text)).toEqual({ error: { code: 'unavailable', message: 'The database is unavailable; retry shortly', requestId: 'req-down' } });
+  });
+
+  it('a transaction the server rolled back for a deadlock is a retryable 503, not a bug', async () => {
+    // Two real transactions of the app role locking the same two rows in opposite orders.
+    const tenantId = uniqueTenant('deadlock');
+    const token = await tokenFor({ tid: tenantId, role: 'admin' });
+    const ids: string[] = [];
+    for (const text of ['first', 'second']) ids.push((await post(bounded, token, '/v1/memory/facts', { type: 'acme.note', content: { text } })).body.id);
+    // Without a statement timeout (the server detects the deadlock after deadlock_timeout, 1 s).
+    const lockBoth = (order: string[], bothLocked: Promise<unknown>, firstLocked: () => void) =>
+      withTenant(t.app.db, tenantId, async (tx) => {
+        await tx.execute(sql`select id from facts where id = ${order[0]} for update`);
+        firstLocked();
+        await bothLocked;
+        await tx.execute(sql`select id from facts where id = ${order[1]} for update`);
+      });
+    let locked = 0;
+    let release!: () => void;
+    const bothHaveOne = new Promise<void>((resolve) => (release = resolve));
+    const firstLocked = () => ++locked === 2 && release();
+    const outcomes = await Promise.allSettled([
+      lockBoth(ids, bothHaveOne, firstLocked),
+      lockBoth([...ids].reverse(), bothHaveOne, firstLocked),
+    ]);
+    const failed = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+    expect(failed).toHaveLength(1);
+    const unavailable = databaseUnavailable(failed[0]!.reason);
+    expect(unavailable).toMatchObject({ code: 'unavailable', reason: 'contention', retryAfterSeconds: 1 });
   });
 
   it('a server that accepts and never answers fails after the connect timeout, not after 30 s', async () => {
