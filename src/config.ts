@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { redactUrl } from './redact.ts';
 
 /**
  * The one place that reads the environment (DESIGN §2). Everything else receives a `Config`.
@@ -273,7 +274,7 @@ export function loadTokenSecret(env: NodeJS.ProcessEnv): string {
 export function describeSearch(config: Config): string {
   if (config.embeddings.kind === 'openai-compat') {
     const { model, url } = config.embeddings;
-    return `Memory search: keyword and by meaning (openai-compat ${model} at ${url})`;
+    return `Memory search: keyword and by meaning (openai-compat ${model} at ${redactUrl(url)})`;
   }
   return 'Memory search: keyword (KINDGI_MEMORY_EMBEDDINGS turns on search by meaning)';
 }

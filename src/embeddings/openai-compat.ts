@@ -1,3 +1,4 @@
+import { redactUrl } from '../redact.ts';
 import type { Logger } from '../log.ts';
 import {
   EmbeddingDimensionChanged,
@@ -58,8 +59,10 @@ export function createOpenAICompatProvider(options: OpenAICompatOptions): Embedd
   for (const [name, value, min] of [['batchSize', batchSize, 1], ['timeoutMs', timeoutMs, 1], ['maxRetries', maxRetries, 0], ['baseDelayMs', baseDelayMs, 0]] as const) {
     if (!Number.isInteger(value) || value < min) throw new RangeError(`${name} must be a whole number of at least ${min}, got ${value}`);
   }
-  const endpoint = `${url.replace(/\/+$/, '')}/embeddings`;
-  const describe = `openai-compat ${model} at ${url}`;
+  const endpoint = embeddingsEndpoint(url);
+  // What logs and error messages name: the endpoint without the query string a key may sit in.
+  const shownEndpoint = redactUrl(endpoint);
+  const describe = `openai-compat ${model} at ${redactUrl(url)}`;
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
 
@@ -88,8 +91,8 @@ export function createOpenAICompatProvider(options: OpenAICompatOptions): Embedd
       } catch (error) {
         return transportFailure(error);
       }
-      if (response.ok) return { ok: true, vectors: parseEmbeddings(text, input.length, endpoint) };
-      const detail = `${endpoint} answered ${response.status}: ${errorText(text) || response.statusText}`;
+      if (response.ok) return { ok: true, vectors: parseEmbeddings(text, input.length, shownEndpoint) };
+      const detail = `${shownEndpoint} answered ${response.status}: ${errorText(text) || response.statusText}`;
       if (isRetryableStatus(response.status)) {
         return { ok: false, reason: detail, retryAfterMs: parseRetryAfter(response.headers.get('retry-after')) };
       }
@@ -109,7 +112,7 @@ export function createOpenAICompatProvider(options: OpenAICompatOptions): Embedd
         throw new EmbeddingsUnavailable(`Embeddings endpoint unavailable (${describe}) after ${retry + 1} attempts: ${outcome.reason}`, { cause: outcome.cause });
       }
       const delayMs = outcome.retryAfterMs ?? backoff(retry, baseDelayMs);
-      logger?.warn('embeddings request failed, retrying', { endpoint, attempt: retry + 1, delayMs, reason: outcome.reason });
+      logger?.warn('embeddings request failed, retrying', { endpoint: shownEndpoint, attempt: retry + 1, delayMs, reason: outcome.reason });
       await sleep(delayMs, signal);
     }
   }
@@ -136,14 +139,24 @@ export function createOpenAICompatProvider(options: OpenAICompatOptions): Embedd
   };
 }
 
+/**
+ * `<url>/embeddings`, keeping the URL's query string where it belongs (some gateways take
+ * `?api-version=`): `http://h/v1?x=1` → `http://h/v1/embeddings?x=1`.
+ */
+export function embeddingsEndpoint(url: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `${parsed.pathname.replace(/\/+$/, '')}/embeddings`;
+  return parsed.toString();
+}
+
 function checkUrl(url: string): void {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new TypeError(`Embeddings URL is not a URL: ${url}`);
+    throw new TypeError('Embeddings URL is not a URL');
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`Embeddings URL must be http or https: ${url}`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`Embeddings URL must be http or https: ${redactUrl(url)}`);
   // fetch refuses such URLs on every request; saying so once, at startup, is clearer.
   if (parsed.username || parsed.password) throw new TypeError('Embeddings URL must not contain credentials; the key goes in KINDGI_MEMORY_EMBEDDINGS_API_KEY');
 }

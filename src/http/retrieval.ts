@@ -7,6 +7,7 @@ import { PermissionDenied } from '../memory/errors.ts';
 import { buildContext } from '../memory/prompt.ts';
 import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';
+import { redactUrl } from '../redact.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
@@ -64,22 +65,6 @@ const embeddingsRoute = createRoute({
   summary: "The tenant's embedding coverage: active model, backfill progress, backlog (admin)",
   responses: { 200: json(EmbeddingStatusSchema, 'Per model in use: live facts, embedded, backlog'), ...errorResponses },
 });
-
-/**
- * A configured URL as it may be shown: scheme, host, port and path. Userinfo, query string and
- * fragment are dropped, since that is where credentials sit (`user:key@`, `?api_key=`); an admin
- * needs to see which endpoint is configured, never its secrets (issue 10, defect 9).
- */
-export function redactUrl(value: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    // Not a URL (config refuses such values): show nothing of it rather than all of it.
-    return '(not shown)';
-  }
-  return `${url.protocol}//${url.host}${url.pathname}`;
-}
 
 export interface RetrievalDeps {
   db: Db;

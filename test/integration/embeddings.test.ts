@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_MODEL, startLocalEmbeddingsServer, type LocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider, type OpenAICompatOptions } from '../../src/embeddings/openai-compat.ts';
+import { createLogger } from '../../src/log.ts';
 import {
   EmbeddingDimensionChanged,
   embeddingText,
@@ -180,6 +181,24 @@ describe('openai-compat provider: retries, timeouts and errors', () => {
     const vectors = await createOpenAICompatProvider({ ...fast, url: endpoint.url, apiKey: 'sk-test' }).embed(['a', 'b', 'c']);
     expect(seen).toEqual({ path: '/v1/embeddings', auth: 'Bearer sk-test', body: { model: 'fake-model', input: ['a', 'b', 'c'] } });
     expect(vectors.map((v) => v[0])).toEqual([0, 1, 2]);
+  });
+
+  it('keeps the URL\'s query string on the request, and out of every log line and error message', async () => {
+    const seen: string[] = [];
+    const endpoint = await fake((req, res, n, body) => {
+      seen.push(req.url!);
+      return n === 1 ? status(res, 503) : status(res, 400, { error: { message: 'bad input' } });
+    });
+    const logged: string[] = [];
+    const url = `${endpoint.url.replace(/\/$/, '')}?api-version=2024&api_key=sk-secret`;
+    const error = await failure(
+      createOpenAICompatProvider({ ...fast, url, logger: createLogger('debug', {}, (line) => logged.push(line)) }).embed(['a']),
+    );
+    expect(seen).toEqual(['/v1/embeddings?api-version=2024&api_key=sk-secret', '/v1/embeddings?api-version=2024&api_key=sk-secret']);
+    expect(error).toBeInstanceOf(EmbeddingRequestRejected);
+    expect((error as Error).message).toContain('/v1/embeddings answered 400: bad input');
+    expect(logged.length).toBeGreaterThan(0);
+    expect([(error as Error).message, ...logged].join('\n')).not.toContain('sk-secret');
   });
 
   it('retries 503 twice and succeeds on the third request', async () => {

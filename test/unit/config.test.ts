@@ -67,6 +67,14 @@ describe('loadConfig', () => {
     );
   });
 
+  it('names the embeddings endpoint in the startup line without a query string that may hold a key', () => {
+    const config = loadConfig(
+      { ...base, KINDGI_MEMORY_EMBEDDINGS: 'openai-compat', KINDGI_MEMORY_EMBEDDINGS_URL: 'https://gw.example.com/v1?api_key=sk-secret', KINDGI_MEMORY_EMBEDDINGS_MODEL: 'm' },
+      'api',
+    );
+    expect(describeSearch(config)).toBe('Memory search: keyword and by meaning (openai-compat m at https://gw.example.com/v1)');
+  });
+
   it('says plainly when search by meaning is off', () => {
     expect(describeSearch(loadConfig(base, 'api'))).toBe(
       'Memory search: keyword (KINDGI_MEMORY_EMBEDDINGS turns on search by meaning)',
