@@ -19,20 +19,17 @@ import http from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { queueDefinitions } from '../../src/jobs/queues.ts';
-import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess } from '../helpers/process.ts';
+import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { removeQueuePrefix } from '../helpers/redis.ts';
+import { eventually, sleep } from '../helpers/wait.ts';
 
 const FACTS = '/v1/memory/facts';
 const MiB = 1024 * 1024;
 const SHUTDOWN_TIMEOUT_MS = 10_000;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A valid fact, then JSON whitespace up to `size` bytes: stored if a handler ever parsed it. */
 function paddedFact(marker: string, size: number): Buffer {
@@ -255,14 +252,6 @@ function refused(port: number): Promise<string> {
   });
 }
 
-async function waitUntil(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const started = Date.now();
-  while (!check()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
 describe('HTTP faults: a real API process', () => {
   let t: TestDatabase;
   let env: Record<string, string>;
@@ -279,15 +268,9 @@ describe('HTTP faults: a real API process', () => {
     };
   });
   afterAll(async () => {
-    for (const p of running) p.child.kill('SIGKILL');
+    await Promise.all([...running].map(killProcess));
     // The API left its queues' keys under this file's prefix.
-    const redis = createRedis(inject('redisUrl'), 'producer');
-    for (const { name } of queueDefinitions) {
-      const queue = new Queue(name, { connection: redis, prefix: env.MNEMO_QUEUE_PREFIX });
-      await queue.obliterate({ force: true });
-      await queue.close();
-    }
-    await redis.quit();
+    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!);
     await t.drop();
   });
 
@@ -380,8 +363,7 @@ describe('HTTP faults: a real API process', () => {
       console.log(`[faults] oversized bodies: 2MiB→${results['2MiB']}, 50MB→${results['50MB']}, chunked→${results.chunked}, stored=${stored.size}`);
     } finally {
       for (const path of files) rmSync(path, { force: true });
-      api.child.kill('SIGTERM');
-      await api.exited;
+      await stopProcess(api);
     }
   });
 
@@ -401,7 +383,7 @@ describe('HTTP faults: a real API process', () => {
     const probe = await rawConnection(port);
     for (const connection of [idle, probe]) {
       connection.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
-      await waitUntil(() => connection.received().includes('"ok"'), 5000, 'a first answer on an idle connection');
+      await eventually(async () => connection.received().includes('"ok"'), 5000, () => 'a first answer on an idle connection', 10);
     }
 
     const agents = Array.from({ length: clients }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));

@@ -33,7 +33,9 @@ import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess } from '../helpers/process.ts';
+import { freePort, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { removeQueuePrefix } from '../helpers/redis.ts';
+import { eventually, sleep } from '../helpers/wait.ts';
 import {
   type IdInput,
   inject as injectInto,
@@ -43,18 +45,6 @@ import {
   planOperations,
   problemsOf,
 } from './helpers/id-inputs.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs: number, what: () => Promise<string> | string): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms: ${await what()}`);
-    await sleep(200);
-  }
-}
 
 /** An hour far from now, so no nightly report fires while the test runs. */
 const FAR_HOUR = (new Date().getUTCHours() + 12) % 24;
@@ -166,14 +156,6 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
     return answer.json;
   }
 
-  async function stopProcess(p: RunningProcess | undefined): Promise<void> {
-    if (!p || p.child.exitCode !== null || p.child.signalCode !== null) return;
-    p.child.kill('SIGTERM');
-    const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
-    await p.exited;
-    clearTimeout(timer);
-  }
-
   beforeAll(async () => {
     db = await createTestDatabase();
     embeddings = await startLocalEmbeddingsServer({ port: 0 });
@@ -203,18 +185,8 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
   }, 180_000);
 
   afterAll(async () => {
-    await Promise.all([stopProcess(api), stopProcess(worker)]);
-    const redis = createRedis(inject('redisUrl'), 'producer');
-    try {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        if (keys.length > 0) await redis.del(...keys);
-        cursor = next;
-      } while (cursor !== '0');
-    } finally {
-      await redis.quit();
-    }
+    await Promise.all([api, worker].map((p) => p && stopProcess(p, 10_000)));
+    if (prefix) await removeQueuePrefix(prefix);
     await embeddings?.close();
     await db?.drop();
   });
@@ -291,12 +263,13 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
         async () => ['completed', 'failed'].includes((await asVictim(admin, 'GET', `/v1/memory/erasures/${id}`)).status),
         60_000,
         async () => `erasure ${id}: ${JSON.stringify(await asVictim(admin, 'GET', `/v1/memory/erasures/${id}`))}`,
+        200,
       );
     }
     const statuses = await Promise.all(erasures.map(async (id) => (await asVictim(admin, 'GET', `/v1/memory/erasures/${id}`)).status));
     expect(statuses, 'A has completed erasures and one failed on a legal hold (resumable)').toEqual(['completed', 'completed', 'failed']);
     for (const id of reports) {
-      await eventually(async () => (await asVictim(admin, 'GET', `/v1/memory/reports/${id}`)).status === 'completed', 60_000, () => `report ${id}`);
+      await eventually(async () => (await asVictim(admin, 'GET', `/v1/memory/reports/${id}`)).status === 'completed', 60_000, () => `report ${id}`, 200);
     }
 
     // Cursors of A's lists (one item per page, so each has a next page).
@@ -376,7 +349,7 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
       return { ...row, jobs };
     };
     try {
-      await eventually(async () => Object.values(await state()).every((n) => n === 0), 90_000, async () => JSON.stringify(await state()));
+      await eventually(async () => Object.values(await state()).every((n) => n === 0), 90_000, async () => JSON.stringify(await state()), 200);
     } finally {
       await Promise.all(queues.map((q) => q.close()));
       await redis.quit();

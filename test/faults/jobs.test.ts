@@ -8,9 +8,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import type { RunningProcess } from '../helpers/process.ts';
+import { alive, type RunningProcess } from '../helpers/process.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { alive, eventually, type JobsStack, sleep, startJobsStack } from './helpers/jobs-stack.ts';
+import { eventually, sleep } from '../helpers/wait.ts';
+import { type JobsStack, startJobsStack } from './helpers/jobs-stack.ts';
 
 const note = (i: number, who: string) => ({
   type: 'acme.note',

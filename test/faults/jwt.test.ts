@@ -22,12 +22,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_COOLDOWN_MS, JWKS_RETRY_AFTER_FAILURE_MS } from '../../src/auth/verify.ts';
 import { TEST_SECRET } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
+import { sleep } from '../helpers/wait.ts';
 import { type ApiProcess, startApiProcess } from './helpers/api-process.ts';
 
 const ISSUER = 'https://idp.test';
 const AUDIENCE = 'mnemo';
 const FACTS = '/v1/memory/facts';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 
 interface KeySetEndpoint {

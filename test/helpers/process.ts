@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
@@ -57,6 +58,47 @@ export function startProcess(entry: string, args: string[], env: Record<string, 
         });
       }),
   };
+}
+
+/** Exited as far as node has seen (an exit code or the signal that ended it). */
+export const hasExited = (p: RunningProcess) => p.child.exitCode !== null || p.child.signalCode !== null;
+
+/**
+ * Running: a pid (or a process started here, not yet exited) that names a live process. A zombie,
+ * dead but not yet reaped, does not count.
+ */
+export function alive(target: number | undefined | RunningProcess): boolean {
+  if (typeof target === 'object' && hasExited(target)) return false;
+  const pid = typeof target === 'object' ? target.child.pid : target;
+  if (pid === undefined) return false;
+  try {
+    return !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** SIGKILL, as a crash (the process is node itself, so the signal reaches the program); resolves once it has exited. */
+export async function killProcess(p: RunningProcess): Promise<void> {
+  if (!hasExited(p)) p.child.kill('SIGKILL');
+  await p.exited;
+}
+
+/**
+ * SIGTERM, as operators stop it, and SIGKILL if it has not exited within `graceMs`. Resolves with
+ * its exit code, or `'killed'` when it had to be killed.
+ */
+export async function stopProcess(p: RunningProcess, graceMs = 10_000): Promise<number | null | 'killed'> {
+  if (hasExited(p)) return p.exited;
+  p.child.kill('SIGTERM');
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    p.child.kill('SIGKILL');
+  }, graceMs);
+  const code = await p.exited;
+  clearTimeout(timer);
+  return killed ? 'killed' : code;
 }
 
 /** Runs a command to completion. */

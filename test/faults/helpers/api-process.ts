@@ -5,10 +5,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
-import { createRedis } from '../../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET } from '../../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.ts';
-import { freePort, type RunningProcess, startProcess } from '../../helpers/process.ts';
+import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from '../../helpers/process.ts';
+import { removeQueuePrefix } from '../../helpers/redis.ts';
 
 export interface ApiProcess {
   url: string;
@@ -43,7 +43,7 @@ export async function startApiProcess(env: Record<string, string | undefined> = 
   try {
     await api.waitFor('"api listening"', 30_000);
   } catch (error) {
-    api.child.kill('SIGKILL');
+    await killProcess(api);
     await db.drop();
     throw error;
   }
@@ -53,24 +53,9 @@ export async function startApiProcess(env: Record<string, string | undefined> = 
     db,
     process: api,
     async stop() {
-      if (api.child.exitCode === null && api.child.signalCode === null) {
-        api.child.kill('SIGTERM');
-        const timer = setTimeout(() => api.child.kill('SIGKILL'), 10_000);
-        await api.exited;
-        clearTimeout(timer);
-      }
+      await stopProcess(api, 10_000);
       // Jobs the API queued (reports, erasures) under this prefix only; never beyond it.
-      const redis = createRedis(inject('redisUrl'), 'producer');
-      try {
-        let cursor = '0';
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-          if (keys.length > 0) await redis.del(...keys);
-          cursor = next;
-        } while (cursor !== '0');
-      } finally {
-        await redis.quit();
-      }
+      await removeQueuePrefix(prefix);
       await db.drop();
     },
   };

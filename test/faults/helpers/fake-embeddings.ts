@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { sleep } from '../../helpers/wait.ts';
 
 export type FakeMode = { kind: 'ok' } | { kind: 'slow'; delayMs: number } | { kind: 'wrong-dims'; dims: number };
 
@@ -29,8 +30,6 @@ export interface FakeEmbeddings {
   embedCount(text: string): number;
   close(): Promise<void>;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A unit vector made from the text's hash: equal texts, equal vectors; different texts, different ones. */
 export function fakeVector(text: string, dims: number): number[] {

@@ -5,44 +5,16 @@
  * fake OpenAI-compatible embeddings endpoint (which can be taken down, slowed, or made to answer
  * the wrong dimension). What is left afterwards is read as the tables' owner.
  */
-import { readFileSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { type JobData, embedQueue, erasureQueue, reconcileQueue } from '../../../src/jobs/queues.ts';
 import { createRedis } from '../../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET, tokenFor } from '../../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.ts';
-import { freePort, type RunningProcess, startProcess } from '../../helpers/process.ts';
+import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from '../../helpers/process.ts';
+import { keysUnder } from '../../helpers/redis.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from './fake-embeddings.ts';
 import { type PrivateRedis, startPrivateRedis } from './redis-server.ts';
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `check` until it returns a truthy value; fails with `describe()` when time runs out. */
-export async function eventually<T>(
-  check: () => Promise<T | undefined | false | null>,
-  timeoutMs: number,
-  describe: () => Promise<string> | string,
-  everyMs = 100,
-): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms: ${await describe()}`);
-    await sleep(everyMs);
-  }
-}
-
-/** Running (a zombie, dead but not yet reaped, does not count). */
-export const alive = (pid: number | undefined) => {
-  if (pid === undefined) return false;
-  try {
-    return !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
 
 export interface HttpResult {
   status: number;
@@ -127,7 +99,7 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
   try {
     await api.waitFor('"api listening"', 30_000);
   } catch (error) {
-    api.child.kill('SIGKILL');
+    await killProcess(api);
     throw error;
   }
 
@@ -149,8 +121,7 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
   };
 
   const kill = async (p: RunningProcess) => {
-    if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-    await p.exited;
+    await killProcess(p);
     processes.delete(p);
   };
 
@@ -170,14 +141,9 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
     },
     kill,
     async stop(p) {
-      p.child.kill('SIGTERM');
-      const code = await Promise.race([p.exited, sleep(15_000).then(() => 'timeout' as const)]);
-      if (code === 'timeout') {
-        await kill(p);
-        return null;
-      }
+      const code = await stopProcess(p, 15_000);
       processes.delete(p);
-      return code;
+      return code === 'killed' ? null : code;
     },
     admin: (tenantId) => tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }),
     post: (token, path, body) => request('POST', token, path, body),
@@ -210,22 +176,17 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
     },
     async redisKeysHolding(text) {
       const holding: string[] = [];
-      let cursor = '0';
-      do {
-        const [next, keys] = await connection.scan(cursor, 'MATCH', `${env.MNEMO_QUEUE_PREFIX}:*`, 'COUNT', 1000);
-        cursor = next;
-        for (const key of keys) {
-          const type = await connection.type(key);
-          let values: string[] = [];
-          if (type === 'string') values = [(await connection.get(key)) ?? ''];
-          else if (type === 'hash') values = Object.values(await connection.hgetall(key));
-          else if (type === 'list') values = await connection.lrange(key, 0, -1);
-          else if (type === 'set') values = await connection.smembers(key);
-          else if (type === 'zset') values = await connection.zrange(key, 0, -1);
-          else if (type === 'stream') values = (await connection.xrange(key, '-', '+')).flatMap(([, fields]) => fields);
-          if (values.some((value) => value.includes(text))) holding.push(key);
-        }
-      } while (cursor !== '0');
+      for (const key of await keysUnder(connection, env.MNEMO_QUEUE_PREFIX!)) {
+        const type = await connection.type(key);
+        let values: string[] = [];
+        if (type === 'string') values = [(await connection.get(key)) ?? ''];
+        else if (type === 'hash') values = Object.values(await connection.hgetall(key));
+        else if (type === 'list') values = await connection.lrange(key, 0, -1);
+        else if (type === 'set') values = await connection.smembers(key);
+        else if (type === 'zset') values = await connection.zrange(key, 0, -1);
+        else if (type === 'stream') values = (await connection.xrange(key, '-', '+')).flatMap(([, fields]) => fields);
+        if (values.some((value) => value.includes(text))) holding.push(key);
+      }
       return holding;
     },
     async close() {

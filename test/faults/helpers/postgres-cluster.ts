@@ -15,11 +15,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { migrate } from '../../../src/db/migrate.ts';
-import { freePort } from '../../helpers/process.ts';
+import { alive, freePort } from '../../helpers/process.ts';
+import { sleep } from '../../helpers/wait.ts';
 import { databaseUrl, TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../helpers/urls.ts';
 
 const run = promisify(execFile);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface ClusterDatabase {
   name: string;
@@ -63,16 +63,6 @@ async function asPostgres(binary: string, args: string[], timeoutMs = 60_000): P
   const { stdout } = await run(command, argv, { timeout: timeoutMs, cwd: tmpdir() });
   return stdout;
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\d+ \(.*\) [ZX]/s.test(stat);
-  } catch {
-    return false;
-  }
-};
 
 /** The pid names a process, a zombie included (kill(pid, 0) succeeds for one, as the server's own check does). */
 const exists = (pid: number) => {

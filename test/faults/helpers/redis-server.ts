@@ -9,6 +9,7 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../helpers/process.ts';
+import { sleep } from '../../helpers/wait.ts';
 
 export interface PrivateRedis {
   port: number;
@@ -24,8 +25,6 @@ export interface PrivateRedis {
   /** Everything the server wrote to stdout/stderr, for a failure message. */
   log(): string;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Sends one inline command and resolves with the first reply line (or rejects on a connection error). */
 function command(port: number, line: string, timeoutMs = 1000): Promise<string> {
