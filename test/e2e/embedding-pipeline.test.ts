@@ -8,43 +8,21 @@
  * to Redis or to the endpoint, every live fact ends with exactly one vector per model, at its
  * current version, under its own tenant.
  */
-import { readFileSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type LocalEmbeddingsServer, LOCAL_MODEL_DIMS, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import { type JobData, embedQueue, queueDefinitions, reconcileQueue } from '../../src/jobs/queues.ts';
+import { type JobData, embedQueue, reconcileQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess } from '../helpers/process.ts';
+import { alive, freePort, hasExited, killProcess, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { deleteKeysUnder, keysUnder } from '../helpers/redis.ts';
+import { eventually, sleep } from '../helpers/wait.ts';
 
 const secret = 'pipeline-e2e-secret-of-at-least-32-bytes';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `check` until it returns a truthy value; fails with `describe()` when time runs out. */
-async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs: number, describe: () => Promise<string> | string, everyMs = 100): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms: ${await describe()}`);
-    await sleep(everyMs);
-  }
-}
-
-/** Running (a zombie, dead but not yet reaped by its new parent, does not count). */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\d+ \(.*\) [ZX]/s.test(stat);
-  } catch {
-    return false;
-  }
-};
 
 describe('embedding pipeline: API and worker processes, Postgres, Redis, the real local model', () => {
   let db: TestDatabase;
@@ -61,20 +39,15 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
 
   /** Kills a process started here with SIGKILL (it is the program itself: node --import tsx). */
   async function kill(p: RunningProcess): Promise<void> {
-    p.child.kill('SIGKILL');
-    await p.exited;
+    await killProcess(p);
     processes.delete(p);
   }
 
   /** SIGTERM, a clean exit expected; SIGKILL if it does not come. */
   async function stop(p: RunningProcess): Promise<void> {
-    p.child.kill('SIGTERM');
-    const code = await Promise.race([p.exited, sleep(15_000).then(() => 'timeout' as const)]);
-    if (code === 'timeout') {
-      await kill(p);
-      throw new Error(`process did not stop on SIGTERM; stdout: ${p.stdout().slice(-2000)}`);
-    }
+    const code = await stopProcess(p, 15_000);
     processes.delete(p);
+    if (code === 'killed') throw new Error(`process did not stop on SIGTERM; stdout: ${p.stdout().slice(-2000)}`);
     expect(code).toBe(0);
   }
 
@@ -91,7 +64,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
    */
   let shared: RunningProcess | undefined;
   async function runningWorker(): Promise<RunningProcess> {
-    if (!shared || shared.child.exitCode !== null || shared.child.signalCode !== null) shared = await startWorker();
+    if (!shared || hasExited(shared)) shared = await startWorker();
     return shared;
   }
   async function noWorker(): Promise<void> {
@@ -216,16 +189,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
   }
 
   /** Every Redis key of this deployment (this file's prefix). */
-  async function keysOfPrefix(): Promise<string[]> {
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      const [nextCursor, batch] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      keys.push(...batch);
-      cursor = nextCursor;
-    } while (cursor !== '0');
-    return keys;
-  }
+  const keysOfPrefix = () => keysUnder(redis, prefix);
 
   const cosine = (a: number[], b: number[]) => {
     let dot = 0;
@@ -282,14 +246,8 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
   afterAll(async () => {
     for (const p of [...processes]) await kill(p).catch(() => {});
     if (redis) {
-      for (const definition of queueDefinitions) {
-        const queue = new Queue(definition.name, { connection: redis, prefix });
-        await queue.obliterate({ force: true }).catch(() => {});
-        await queue.close();
-      }
-      // The job schedulers and anything else left under this file's own prefix; never beyond it.
-      const left = await keysOfPrefix();
-      if (left.length > 0) await redis.del(...left);
+      // The queues, their job schedulers and anything else left under this file's own prefix; never beyond it.
+      await deleteKeysUnder(redis, prefix);
       await embedJobs.close();
       await reconcileJobs.close();
       await redis.quit();

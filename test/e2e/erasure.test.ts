@@ -7,9 +7,9 @@ import { requestErasure } from '../../src/lifecycle/erasure.ts';
 import { registerModel, storeEmbeddings } from '../../src/memory/embeddings.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { startTestApi, TEST_ERASURE_KEY, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
-import { startProcess } from '../helpers/process.ts';
+import { killProcess, startProcess } from '../helpers/process.ts';
+import { sleep } from '../helpers/wait.ts';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const admin = (tenantId: string) => ({ tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 
 /** Erasure (DESIGN §10) through the API and real workers; what is left is checked as the owner. */
@@ -219,8 +219,7 @@ describe('erasure', () => {
         erased = (await api.request('GET', `/v1/memory/erasures/${erasure.id}`, { token })).body.factsErased;
         if (erased === 0) await sleep(20);
       }
-      first.child.kill('SIGKILL');
-      await first.exited;
+      await killProcess(first);
       const midway = (await api.request('GET', `/v1/memory/erasures/${erasure.id}`, { token })).body;
       expect(midway.status).toBe('running');
       expect(midway.factsErased).toBeGreaterThan(0);
@@ -237,10 +236,7 @@ describe('erasure', () => {
         select count(*)::int as n from fact_revisions where tenant_id = ${tenantId} and content is not null`;
       expect(leftRevisions!.n).toBe(0);
     } finally {
-      for (const worker of workers) {
-        if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
-        await worker.exited;
-      }
+      for (const worker of workers) await killProcess(worker);
       await Promise.all([...queues.values()].map((q) => q.obliterate({ force: true })));
       await closeQueues(queues);
       await redis.quit();

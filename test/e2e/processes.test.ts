@@ -1,12 +1,10 @@
-import { Queue } from 'bullmq';
 import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { queueDefinitions } from '../../src/jobs/queues.ts';
-import { createRedis } from '../../src/jobs/redis.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { freePort, runProcess, startProcess } from '../helpers/process.ts';
+import { removeQueuePrefix } from '../helpers/redis.ts';
 
 const secret = 'e2e-secret-that-is-at-least-32-bytes-long';
 
@@ -26,13 +24,7 @@ describe('processes as operators run them', () => {
   });
   afterAll(async () => {
     // The worker left its queues (and the reconcile scheduler) under this test's prefix.
-    const redis = createRedis(inject('redisUrl'), 'producer');
-    for (const { name } of queueDefinitions) {
-      const queue = new Queue(name, { connection: redis, prefix: env.MNEMO_QUEUE_PREFIX });
-      await queue.obliterate({ force: true });
-      await queue.close();
-    }
-    await redis.quit();
+    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!);
     await t.drop();
   });
 
