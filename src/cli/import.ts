@@ -16,7 +16,18 @@ import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
 import { type MemoryKind, memoryKinds, type ProvenanceRef } from '../db/schema/facts.ts';
 import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../episodes/coverage.ts';
-import { assertKnowledgeRoot, type Frontmatter, type ParsedFile, readKnowledgeFile, resolveEpisodesPrefix, walkKnowledgeFiles } from '../episodes/files.ts';
+import {
+  assertKnowledgeRoot,
+  describeValue,
+  type Frontmatter,
+  invalidFrontmatterProblem,
+  mergedFromEntryProblem,
+  mergedFromShapeProblem,
+  type ParsedFile,
+  readKnowledgeFile,
+  resolveEpisodesPrefix,
+  walkKnowledgeFiles,
+} from '../episodes/files.ts';
 import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
 import { apiFlags, asCommand, CommandLineError } from './memory.ts';
 
@@ -43,11 +54,10 @@ export interface Draft {
 }
 
 const isMapping = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
-const describe = (value: unknown) => (typeof value === 'string' ? JSON.stringify(value) : `a ${Array.isArray(value) ? 'list' : typeof value}`);
 
 /** One `merged-from` entry as the API takes it, or why it cannot be sent. */
 function cleanEntry(entry: unknown, n: number): { entry?: ProvenanceRef; problems: string[] } {
-  if (!isMapping(entry)) return { problems: [`merged-from entry ${n} is ${entry === null ? 'empty' : describe(entry)}, not a mapping; dropped`] };
+  if (!isMapping(entry)) return { problems: [`${mergedFromEntryProblem(n, entry)}; dropped`] };
   const problems: string[] = [];
   const out: Record<string, string> = {};
   for (const [key, value] of Object.entries(entry)) {
@@ -55,7 +65,7 @@ function cleanEntry(entry: unknown, n: number): { entry?: ProvenanceRef; problem
       problems.push(`merged-from entry ${n}: field "${key}" is not one of ${ENTRY_FIELDS.join(', ')}; dropped`);
     } else if (value !== null && value !== undefined) {
       if (typeof value === 'string') out[key] = value;
-      else problems.push(`merged-from entry ${n}: ${key} is ${describe(value)}, not a string; dropped`);
+      else problems.push(`merged-from entry ${n}: ${key} is ${describeValue(value)}, not a string; dropped`);
     }
   }
   // The API refuses both (an entry naming nothing could never cover an episode).
@@ -75,7 +85,7 @@ function cleanEntry(entry: unknown, n: number): { entry?: ProvenanceRef; problem
 export function draftFact(path: string, file: ParsedFile, episodesPrefix: string): { draft: Draft; warnings: string[] } {
   const warnings: string[] = [];
   const warn = (message: string) => warnings.push(`${path}: ${message}`);
-  if (file.yamlError) warn(`the frontmatter is not valid YAML (${file.yamlError}); the whole file is imported as text`);
+  if (file.yamlError) warn(`${invalidFrontmatterProblem(file.yamlError)}; the whole file is imported as text`);
   const frontmatter = file.frontmatter ?? {};
   const rest: Frontmatter = { ...frontmatter };
   const draft: Draft = { path, content: { text: file.body }, mergedFrom: [] };
@@ -85,7 +95,7 @@ export function draftFact(path: string, file: ParsedFile, episodesPrefix: string
     draft.memoryKind = kind.trim().toLowerCase() as MemoryKind;
     delete rest.memory_kind;
   } else if (kind !== undefined && kind !== null && !(typeof kind === 'string' && kind.trim() === '')) {
-    warn(`memory_kind ${describe(kind)} is not one of ${memoryKinds.join(', ')}; left out (kept in content.frontmatter)`);
+    warn(`memory_kind ${describeValue(kind)} is not one of ${memoryKinds.join(', ')}; left out (kept in content.frontmatter)`);
   }
 
   const episodeId = frontmatter.episode_id;
@@ -95,7 +105,7 @@ export function draftFact(path: string, file: ParsedFile, episodesPrefix: string
       delete rest.episode_id;
     }
   } else if (episodeId !== undefined && episodeId !== null) {
-    warn(`episode_id is ${describe(episodeId)}, not a string; left out (kept in content.frontmatter)`);
+    warn(`episode_id is ${describeValue(episodeId)}, not a string; left out (kept in content.frontmatter)`);
   }
   if (draft.episodeId === undefined && typeof frontmatter.id === 'string' && frontmatter.id.trim() !== '') {
     if (isEpisodic(draft.memoryKind, path, episodesPrefix)) draft.episodeId = frontmatter.id.trim();
@@ -103,7 +113,7 @@ export function draftFact(path: string, file: ParsedFile, episodesPrefix: string
 
   if (Object.hasOwn(frontmatter, 'merged-from')) {
     const { entries, unsupported } = mergedFromList(frontmatter['merged-from']);
-    if (unsupported) warn(`merged-from is ${describe(frontmatter['merged-from'])}, not a list of entries; left out (kept in content.frontmatter)`);
+    if (unsupported) warn(`${mergedFromShapeProblem(frontmatter['merged-from'])}; left out (kept in content.frontmatter)`);
     let whole = !unsupported;
     entries.forEach((raw, i) => {
       const { entry, problems } = cleanEntry(raw, i + 1);

@@ -99,7 +99,9 @@ async function report(argv: string[]): Promise<void> {
 
   // Items are small (a path, two short strings and the merged-from entries); bodies are never kept.
   const items: ReportItem[] = [];
-  for await (const item of readReportItems(values.root)) items.push(item);
+  // One line per file the report cannot fully count, as `mnemo import` warns; the counts stay KiwiFS's.
+  const onWarning = (warning: string) => process.stderr.write(`warning: ${warning}\n`);
+  for await (const item of readReportItems(values.root, onWarning)) items.push(item);
   const result = buildReport(items, { prefix: prefix.prefix, limit, offset });
 
   process.stdout.write(values.json ? `${JSON.stringify(result, null, 2)}\n` : table(result, prefix, values.root, offset ?? 0));

@@ -141,7 +141,7 @@ export function mergedFromList(value: unknown): { entries: unknown[]; unsupporte
  * round-trip turns null into an empty mapping); a string or a nested list is dropped. The API
  * only stores mappings, so there this is every entry.
  */
-const countsAsEntry = (entry: unknown) => entry === null || (typeof entry === 'object' && !Array.isArray(entry));
+export const countsAsEntry = (entry: unknown) => entry === null || (typeof entry === 'object' && !Array.isArray(entry));
 
 export const UNSUPPORTED_MERGED_FROM_WARNING = 'memory: merged-from has unsupported shape';
 

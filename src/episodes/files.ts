@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parse as parseToml } from 'smol-toml';
 import { parse as parseYaml } from 'yaml';
-import { normalizeEpisodesPrefix, type ReportItem } from './coverage.ts';
+import { countsAsEntry, mergedFromList, normalizeEpisodesPrefix, type ReportItem } from './coverage.ts';
 
 /** The folder cannot be used as asked: no such directory, or a malformed `.kiwi/config.toml`. */
 export class KnowledgeFolderError extends Error {
@@ -130,7 +130,7 @@ export function parseKnowledgeFile(text: string): ParsedFile {
 const CHUNK_BYTES = 64 * 1024;
 
 /** The frontmatter of a file, reading no further than where it ends (bodies can be large). */
-export async function readFrontmatter(file: string): Promise<Frontmatter | null> {
+export async function readFrontmatter(file: string): Promise<Pick<ParsedFile, 'frontmatter' | 'yamlError'>> {
   const handle = await open(file, 'r');
   try {
     const decoder = new StringDecoder('utf8');
@@ -141,12 +141,12 @@ export async function readFrontmatter(file: string): Promise<Frontmatter | null>
       const complete = bytesRead === 0;
       text += complete ? decoder.end() : decoder.write(buffer.subarray(0, bytesRead));
       const block = locateBlock(text, complete);
-      if (block.kind === 'none') return null;
+      if (block.kind === 'none') return { frontmatter: null };
       if (block.kind === 'block') {
         const parsed = parseBlock(block.yaml);
-        return 'error' in parsed ? null : parsed.frontmatter;
+        return 'error' in parsed ? { frontmatter: null, yamlError: parsed.error } : parsed;
       }
-      if (complete) return null;
+      if (complete) return { frontmatter: null };
     }
   } finally {
     await handle.close();
@@ -181,11 +181,46 @@ export function reportItemOf(path: string, frontmatter: Frontmatter | null): Rep
   };
 }
 
-/** Every knowledge file under `root` as a report item, in walk order, one file read at a time. */
-export async function* readReportItems(root: string): AsyncGenerator<ReportItem> {
+/**
+ * Every knowledge file under `root` as a report item, in walk order, one file read at a time;
+ * `onWarning` hears what in a file the report cannot count (reportWarningOf).
+ */
+export async function* readReportItems(root: string, onWarning: (warning: string) => void = () => {}): AsyncGenerator<ReportItem> {
   for await (const path of walkKnowledgeFiles(root)) {
-    yield reportItemOf(path, await readFrontmatter(join(root, path)));
+    const file = await readFrontmatter(join(root, path));
+    const warning = reportWarningOf(path, file);
+    if (warning) onWarning(warning);
+    yield reportItemOf(path, file.frontmatter);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warnings: what in a file's frontmatter cannot be read as meant. `mnemo import` and `mnemo memory
+// report` word a problem the same way, each adding what it does about it.
+
+/** A value as a warning shows it: a string quoted, anything else by its kind. */
+export const describeValue = (value: unknown) => (typeof value === 'string' ? JSON.stringify(value) : `a ${Array.isArray(value) ? 'list' : typeof value}`);
+
+export const invalidFrontmatterProblem = (yamlError: string) => `the frontmatter is not valid YAML (${yamlError})`;
+
+export const mergedFromShapeProblem = (value: unknown) => `merged-from is ${describeValue(value)}, not a list of entries`;
+
+export const mergedFromEntryProblem = (n: number, entry: unknown) =>
+  `merged-from entry ${n} is ${entry === null ? 'empty' : describeValue(entry)}, not a mapping`;
+
+/**
+ * What the coverage report cannot count in a file, as one line naming it; undefined when
+ * nothing. The counts stay KiwiFS's: a block that is not a YAML mapping is no frontmatter, and
+ * merged-from entries that are not mappings (`merged-from: [run-301]`) reference nothing.
+ */
+export function reportWarningOf(path: string, file: Pick<ParsedFile, 'frontmatter' | 'yamlError'>): string | undefined {
+  if (file.yamlError) return `${path}: ${invalidFrontmatterProblem(file.yamlError)}; the file counts as having no frontmatter`;
+  const mergedFrom = file.frontmatter?.['merged-from'];
+  const { entries, unsupported } = mergedFromList(mergedFrom);
+  if (unsupported) return `${path}: ${mergedFromShapeProblem(mergedFrom)}; it counts as no reference`;
+  const problems = entries.flatMap((entry, i) => (countsAsEntry(entry) ? [] : [mergedFromEntryProblem(i + 1, entry)]));
+  if (problems.length === 0) return undefined;
+  return `${path}: ${problems.join('; ')}; only mappings count as references (e.g. - type: run, id: run-301)`;
 }
 
 // ---------------------------------------------------------------------------------------------

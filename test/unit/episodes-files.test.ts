@@ -2,6 +2,8 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { draftFact } from '../../src/cli/import.ts';
+import { buildReport } from '../../src/episodes/coverage.ts';
 import {
   assertKnowledgeRoot,
   KnowledgeFolderError,
@@ -9,6 +11,7 @@ import {
   readFrontmatter,
   readReportItems,
   reportItemOf,
+  reportWarningOf,
   resolveEpisodesPrefix,
   walkKnowledgeFiles,
 } from '../../src/episodes/files.ts';
@@ -113,9 +116,11 @@ describe('readFrontmatter', () => {
     };
     await write(cases);
     for (const [path, text] of Object.entries(cases)) {
-      expect(await readFrontmatter(join(root, path)), path).toEqual(parseKnowledgeFile(text).frontmatter);
+      const { frontmatter, yamlError } = parseKnowledgeFile(text);
+      expect(await readFrontmatter(join(root, path)), path).toEqual(yamlError === undefined ? { frontmatter } : { frontmatter, yamlError });
     }
-    expect(await readFrontmatter(join(root, 'big-block.md'))).toEqual({ note: long, episode_id: 'après' });
+    expect(await readFrontmatter(join(root, 'big-block.md'))).toEqual({ frontmatter: { note: long, episode_id: 'après' } });
+    expect((await readFrontmatter(join(root, 'broken.md'))).yamlError).toMatch(/\S/);
   });
 });
 
@@ -193,6 +198,62 @@ describe('readReportItems', () => {
       { path: 'episodes/b.md', memoryKind: 'episodic', episodeId: null, mergedFrom: undefined },
       { path: 'plain.md', memoryKind: null, episodeId: null, mergedFrom: undefined },
     ]);
+  });
+
+  it('tells what it cannot count, file by file, and still counts as KiwiFS does', async () => {
+    await write({
+      'episodes/run-301.md': '---\nmemory_kind: episodic\nepisode_id: run-301\n---\n',
+      'episodes/broken.md': '---\nmemory_kind: episodic\nepisode_id: [oops\n---\n',
+      'concepts/plain-list.md': '---\nmemory_kind: semantic\nmerged-from: [run-301]\n---\n',
+      'concepts/good.md': '---\nmerged-from:\n  - type: run\n    id: run-301\n---\n',
+    });
+    const warnings: string[] = [];
+    const items = [];
+    for await (const item of readReportItems(root, (warning) => warnings.push(warning))) items.push(item);
+    expect(warnings).toEqual([
+      'concepts/plain-list.md: merged-from entry 1 is "run-301", not a mapping; only mappings count as references (e.g. - type: run, id: run-301)',
+      expect.stringMatching(/^episodes\/broken\.md: the frontmatter is not valid YAML \(.+\); the file counts as having no frontmatter$/),
+    ]);
+    const report = buildReport(items, { prefix: 'episodes/' });
+    expect(report).toMatchObject({ episodic_count: 2, merged_from_refs: 1, unmerged_count: 1 });
+  });
+});
+
+describe('reportWarningOf', () => {
+  const warningOf = (path: string, text: string) => reportWarningOf(path, parseKnowledgeFile(text));
+
+  it('names a file whose frontmatter is not a YAML mapping, in the words mnemo import uses', () => {
+    const warning = warningOf('episodes/broken.md', '---\nmemory_kind: episodic\ntitle: [oops\n---\nbody\n');
+    expect(warning).toMatch(/^episodes\/broken\.md: the frontmatter is not valid YAML \(.+\); the file counts as having no frontmatter$/);
+    const imported = draftFact('episodes/broken.md', parseKnowledgeFile('---\nmemory_kind: episodic\ntitle: [oops\n---\nbody\n'), 'episodes/');
+    expect(imported.warnings[0]!.split(';')[0]).toBe(warning!.split(';')[0]);
+    expect(warningOf('list.md', '---\n- a\n- b\n---\n')).toBe('list.md: the frontmatter is not valid YAML (frontmatter is not a mapping of keys to values); the file counts as having no frontmatter');
+  });
+
+  it('names merged-from entries that are not mappings, one line for the file', () => {
+    expect(warningOf('concepts/c.md', '---\nmerged-from: [run-301]\n---\n')).toBe(
+      'concepts/c.md: merged-from entry 1 is "run-301", not a mapping; only mappings count as references (e.g. - type: run, id: run-301)',
+    );
+    expect(warningOf('concepts/c.md', '---\nmerged-from:\n  - type: run\n    id: r1\n  - run-2\n  - [x]\n  - 7\n---\n')).toBe(
+      'concepts/c.md: merged-from entry 2 is "run-2", not a mapping; merged-from entry 3 is a list, not a mapping; merged-from entry 4 is a number, not a mapping; ' +
+        'only mappings count as references (e.g. - type: run, id: run-301)',
+    );
+    expect(warningOf('concepts/c.md', '---\nmerged-from: 42\n---\n')).toBe('concepts/c.md: merged-from is a number, not a list of entries; it counts as no reference');
+    // The same phrase as mnemo import's.
+    const imported = draftFact('concepts/c.md', parseKnowledgeFile('---\nmerged-from: [run-301]\n---\n'), 'episodes/');
+    expect(imported.warnings).toContain('concepts/c.md: merged-from entry 1 is "run-301", not a mapping; dropped');
+  });
+
+  it('says nothing of what KiwiFS counts: mappings (even without a type), null entries, a single mapping, no merged-from', () => {
+    for (const text of [
+      '---\nmerged-from:\n  - type: run\n    id: r1\n  - id: no-type\n  -\n---\n',
+      '---\nmerged-from:\n  type: session\n  id: s-9\n---\n',
+      '---\nmerged-from:\n---\n',
+      '---\ntitle: t\n---\n',
+      '# no frontmatter\n',
+    ]) {
+      expect(warningOf('x.md', text), text).toBeUndefined();
+    }
   });
 });
 
