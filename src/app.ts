@@ -13,7 +13,7 @@ import { erasureRoutes } from './http/erasures.ts';
 import { factRoutes } from './http/facts.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
-import { closeAfterRefusedBody, requestId, requestLog } from './http/middleware.ts';
+import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
 import type { Queues } from './jobs/queues.ts';
 import type { Logger } from './log.ts';
@@ -61,6 +61,7 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
         onError: (c) => respondWithError(c, new AppError('payload-too-large', 'Request body is larger than 1 MiB')),
       }),
     );
+    app.use(path, emptyJsonBodyIsNoBody());
     app.use(path, authenticate(verifyToken));
   }
   app.route('/', factRoutes({ db, scheduleEmbedding: embeddings?.schedule, erasureKey }));

@@ -46,3 +46,23 @@ export const closeAfterRefusedBody = (): MiddlewareHandler<AppEnv> => async (c, 
   const hasBody = length !== undefined ? length !== '0' : c.req.header('transfer-encoding') !== undefined;
   if (c.res.status >= 400 && hasBody) c.header('Connection', 'close');
 };
+
+const jsonMediaType = /^application\/([\w.-]+\+)?json\s*(;|$)/i;
+
+/**
+ * An empty body sent as JSON is no body. Clients send `Content-Type: application/json` with no
+ * bytes after it (curl with the header and no `-d`, HTTP libraries that set it on every request);
+ * parsing nothing as JSON would answer "Malformed JSON". Dropping the header makes such a request
+ * what it is, bodiless: a route whose body is optional takes none, and a route whose body is
+ * required says that it is (validationHook). A body of whitespace only holds no JSON value either.
+ */
+export const emptyJsonBodyIsNoBody = (): MiddlewareHandler<AppEnv> => async (c, next) => {
+  const type = c.req.header('content-type');
+  // The text is cached on the request: the route's validator parses it without reading again.
+  if (type !== undefined && jsonMediaType.test(type) && (await c.req.text()).trim() === '') {
+    const headers = new Headers(c.req.raw.headers);
+    headers.delete('content-type');
+    c.req.raw = new Request(c.req.raw.url, { method: c.req.raw.method, headers, signal: c.req.raw.signal });
+  }
+  await next();
+};

@@ -21,10 +21,16 @@ export function issueDetails(issues: readonly z.core.$ZodIssue[]): IssueDetail[]
 
 /**
  * The validation hook of every route: a request that fails its schema answers 400 `bad-input`,
- * the message naming the first field at fault and `details` listing every issue.
+ * the message naming the first field at fault and `details` listing every issue; a route that
+ * needs a body and got none says so.
  */
-export const validationHook: Hook<unknown, AppEnv, string, unknown> = (result) => {
+export const validationHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
   if (result.success) return;
+  // A JSON body with no Content-Type would have been refused (415) before this: here there was
+  // no body at all (or an empty one, see emptyJsonBodyIsNoBody), and the route needs one.
+  if (result.target === 'json' && c.req.header('content-type') === undefined) {
+    throw new AppError('bad-input', 'A JSON body is required (Content-Type: application/json)');
+  }
   const details = issueDetails(result.error.issues);
   const first = details[0];
   const message = first ? (first.path ? `${first.path}: ${first.message}` : first.message) : 'Invalid request';

@@ -257,7 +257,6 @@ describe('validation: 400 bad-input naming the field, nothing written', () => {
 
     // [case, body, field]
     const cases: [string, Record<string, unknown>, string][] = [
-      ['content missing', { expectVersion: 1 }, 'content'],
       ['content null', { content: null }, 'content'],
       ['expectVersion 0', { content: { text: 'x' }, expectVersion: 0 }, 'expectVersion'],
       ['expectVersion 1.5', { content: { text: 'x' }, expectVersion: 1.5 }, 'expectVersion'],
@@ -298,6 +297,56 @@ describe('validation: 400 bad-input naming the field, nothing written', () => {
     ])('refuses %s', async (_name, body, field) => {
       const response = await unchanged(() => api.request('POST', `${FACTS}/${factId}/verify`, { token, body }));
       expectBadInput(response, field);
+    });
+  });
+
+  describe('an empty body sent as JSON (Content-Type: application/json, no bytes)', () => {
+    /** As curl sends it with `-H 'Content-Type: application/json'` and no `-d`: no body, no length. */
+    const emptyJson = (method: string, path: string) =>
+      api.request(method, path, { token, headers: { 'content-type': 'application/json' } });
+    /** As other clients send it: `Content-Length: 0`, or a body of whitespace only. */
+    const zeroLength = (method: string, path: string, rawBody = '') => api.request(method, path, { token, rawBody });
+
+    it('verify, whose body is optional, takes it as no body', async () => {
+      const written = await api.request('POST', FACTS, { token, body: valid });
+      for (const [send, version] of [
+        [() => emptyJson('POST', `${FACTS}/${written.body.id}/verify`), 2],
+        [() => zeroLength('POST', `${FACTS}/${written.body.id}/verify`), 3],
+        [() => zeroLength('POST', `${FACTS}/${written.body.id}/verify`, ' \r\n'), 4],
+      ] as const) {
+        const response = await send();
+        expect(response.status, JSON.stringify(response.body)).toBe(200);
+        expect(response.body).toMatchObject({ id: written.body.id, version, trust: 'verified' });
+      }
+    });
+
+    it('the other routes with an optional body take it too: a background report, the nightly schedule', async () => {
+      const report = await emptyJson('POST', '/v1/memory/reports');
+      expect(report.status, JSON.stringify(report.body)).toBe(202);
+      expect(report.body.status).toBe('pending');
+      const schedule = await zeroLength('PUT', '/v1/memory/reports/schedule');
+      expect(schedule.status, JSON.stringify(schedule.body)).toBe(200);
+    });
+
+    it.each([
+      ['POST', FACTS],
+      ['POST', '/v1/memory/retrieve'],
+      ['POST', '/v1/memory/context'],
+      ['POST', '/v1/memory/erasures'],
+      ['POST', 'supersede'],
+    ])('%s %s, whose body is required, answers 400 saying a JSON body is required', async (method, route) => {
+      const path = route === 'supersede' ? `${FACTS}/${factId}/supersede` : route;
+      for (const send of [() => emptyJson(method, path), () => zeroLength(method, path)]) {
+        const response = await unchanged(send);
+        expect(response.status, JSON.stringify(response.body)).toBe(400);
+        expect(response.body.error).toMatchObject({ code: 'bad-input', message: 'A JSON body is required (Content-Type: application/json)' });
+      }
+    });
+
+    it('a body that is not JSON is still malformed, on an optional-body route too', async () => {
+      const response = await unchanged(() => zeroLength('POST', `${FACTS}/${factId}/verify`, '{"expectVersion":'));
+      expect(response.status).toBe(400);
+      expect(response.body.error).toMatchObject({ code: 'bad-input', message: 'Malformed JSON in request body' });
     });
   });
 
