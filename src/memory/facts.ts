@@ -373,23 +373,30 @@ export async function supersedeFact(ctx: MemoryContext, id: string, body: Supers
     });
     const now = await clock(tx);
 
-    const next: Partial<RevisionBody> = {
-      content: body.content,
-      // New content is no longer what a person verified.
-      trust: current.trust === 'verified' ? 'asserted' : current.trust,
-      assertedByKind: principal.role === 'service' ? 'service' : 'user',
-      assertedById: principal.sub,
-      verifiedById: null,
-      verifiedAt: null,
-      recordedAt: now,
-    };
+    // Without content the claim is unchanged (say, a legal hold lifted): who asserted it and
+    // who verified it stay, and so do its vectors (writeRevision carries them).
+    const next: Partial<RevisionBody> =
+      body.content === undefined
+        ? { recordedAt: now }
+        : {
+            content: body.content,
+            // New content is no longer what a person verified.
+            trust: current.trust === 'verified' ? 'asserted' : current.trust,
+            assertedByKind: principal.role === 'service' ? 'service' : 'user',
+            assertedById: principal.sub,
+            verifiedById: null,
+            verifiedAt: null,
+            recordedAt: now,
+          };
     if (body.retention !== undefined) {
-      const retention = {
-        keepDays: body.retention.keepDays ?? null,
-        keepUntil: toDate(body.retention.keepUntil) ?? null,
-        legalHold: body.retention.legalHold ?? current.legalHold,
-      };
-      Object.assign(next, retention, { expiresAt: expiry(retention, now) });
+      // keepDays and keepUntil are one setting, the expiry: naming either replaces it; naming
+      // neither (only legalHold) keeps it, so lifting a hold does not change when a fact expires.
+      const { keepDays, keepUntil } = body.retention;
+      if (keepDays !== undefined || keepUntil !== undefined) {
+        const retention = { keepDays: keepDays ?? null, keepUntil: toDate(keepUntil) ?? null };
+        Object.assign(next, retention, { expiresAt: expiry(retention, now) });
+      }
+      if (body.retention.legalHold !== undefined) next.legalHold = body.retention.legalHold;
     }
     if (body.subjects !== undefined) next.subjects = body.subjects;
     if (body.validFrom !== undefined) next.validFrom = new Date(body.validFrom);

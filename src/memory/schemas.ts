@@ -149,9 +149,16 @@ export const WriteFactBodySchema = z
   .refine(validityOrdered, validityIssue)
   .openapi('WriteFactBody');
 
+/** What a supersede can change; left out, each stays as it is (content included). */
+const supersedable = ['content', 'retention', 'subjects', 'validFrom', 'validUntil', 'observedAt', 'mergedFrom'] as const;
+
 export const SupersedeBodySchema = z
   .strictObject(
-    { content: ContentSchema, expectVersion: z.number().int().min(1).optional(), ...revisable },
+    {
+      content: ContentSchema.optional().openapi({ description: 'The new content; left out, the content (and its verification) stays' }),
+      expectVersion: z.number().int().min(1).optional(),
+      ...revisable,
+    },
     {
       error: (issue) =>
         issue.code === 'unrecognized_keys' && issue.keys.some((key) => key === 'type' || key === 'scope')
@@ -160,6 +167,9 @@ export const SupersedeBodySchema = z
     },
   )
   .refine(validityOrdered, validityIssue)
+  .refine((body) => supersedable.some((field) => body[field] !== undefined), {
+    message: `Nothing to change: give ${supersedable.slice(0, -1).join(', ')} or ${supersedable.at(-1)}`,
+  })
   .openapi('SupersedeBody');
 
 export const VerifyBodySchema = z.strictObject({ expectVersion: z.number().int().min(1).optional() }).openapi('VerifyBody');

@@ -271,6 +271,86 @@ describe('facts API', () => {
       expect(next.body).toMatchObject({ version: 3, trust: 'asserted', verifiedBy: null, verifiedAt: null });
     });
 
+    it('replaces the expiry only when keepDays or keepUntil is given', async () => {
+      const fact = (await write(note('expiring', { retention: { keepDays: 30 } }))).body;
+      const until = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, { token: admin, body: { retention: { keepUntil: '2030-01-01T00:00:00Z' } } });
+      expect(until.body).toMatchObject({ retention: { keepDays: null, keepUntil: '2030-01-01T00:00:00.000Z', legalHold: false }, expiresAt: '2030-01-01T00:00:00.000Z' });
+      const held = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, { token: admin, body: { retention: { legalHold: true } } });
+      expect(held.body).toMatchObject({ version: 3, retention: { keepDays: null, keepUntil: '2030-01-01T00:00:00.000Z', legalHold: true }, expiresAt: '2030-01-01T00:00:00.000Z' });
+    });
+
+    it('changes only retention when content is left out: lifting a legal hold keeps the content and its verification', async () => {
+      const held = (await write(note('keep me', { retention: { keepDays: 30, legalHold: true } }))).body;
+      await api.request('POST', `/v1/memory/facts/${held.id}/verify`, { token: admin });
+      const lifted = await api.request('POST', `/v1/memory/facts/${held.id}/supersede`, {
+        token: admin,
+        body: { retention: { legalHold: false }, expectVersion: 2 },
+      });
+      expect(lifted.status, JSON.stringify(lifted.body)).toBe(200);
+      expect(lifted.body).toMatchObject({
+        id: held.id,
+        version: 3,
+        content: { text: 'keep me' },
+        // Only the hold changed: the fact expires when it would have.
+        retention: { keepDays: 30, keepUntil: null, legalHold: false },
+        expiresAt: held.expiresAt,
+        trust: 'verified',
+        verifiedBy: { kind: 'user', id: 'admin-1' },
+        assertedBy: held.assertedBy,
+      });
+      const revisions = (await api.request('GET', `/v1/memory/facts/${held.id}/revisions`, { token: admin })).body.data;
+      expect(revisions.map((r: { version: number; content: unknown }) => [r.version, r.content])).toEqual([
+        [3, { text: 'keep me' }],
+        [2, { text: 'keep me' }],
+        [1, { text: 'keep me' }],
+      ]);
+      // The hold is gone: the delete it blocked goes through.
+      expect((await api.request('DELETE', `/v1/memory/facts/${held.id}`, { token: admin })).status).toBe(200);
+    });
+
+    it('changes only validity or subjects when content is left out', async () => {
+      const fact = (await write(note('valid for a while', { subjects: [{ kind: 'user', id: 'u1' }] }))).body;
+      const response = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, {
+        token: admin,
+        body: { validUntil: '2027-01-01T00:00:00Z', subjects: [{ kind: 'user', id: 'u2' }] },
+      });
+      expect(response.status, JSON.stringify(response.body)).toBe(200);
+      expect(response.body).toMatchObject({
+        version: 2,
+        content: { text: 'valid for a while' },
+        validUntil: '2027-01-01T00:00:00.000Z',
+        subjects: [{ kind: 'user', id: 'u2' }],
+      });
+    });
+
+    it('still checks expectVersion and who may change a legal hold when content is left out', async () => {
+      const fact = (await write(note('held', { scope: { projectId: 'p1' }, retention: { legalHold: true } }))).body;
+      const stale = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, {
+        token: admin,
+        body: { retention: { legalHold: false }, expectVersion: 7 },
+      });
+      expect(stale.status).toBe(409);
+      expect(stale.body.error).toMatchObject({ code: 'fact-changed', currentVersion: 1 });
+      const member = await tokenFor({ tid: tenantId, sub: 'm-1', role: 'member', projects: { write: ['p1'] } });
+      const byMember = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, { token: member, body: { retention: { legalHold: false } } });
+      expect(byMember.status).toBe(403);
+      expect((await api.request('GET', `/v1/memory/facts/${fact.id}`, { token: admin })).body).toMatchObject({ version: 1, retention: { legalHold: true } });
+    });
+
+    it.each([
+      ['an empty object', {}],
+      ['only expectVersion', { expectVersion: 1 }],
+    ])('refuses a supersede that changes nothing (%s) with 400, writing nothing', async (_name, body) => {
+      const fact = (await write(note('unchanged'))).body;
+      const response = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, { token: admin, body });
+      expect(response.status).toBe(400);
+      expect(response.body.error).toMatchObject({
+        code: 'bad-input',
+        message: 'Nothing to change: give content, retention, subjects, validFrom, validUntil, observedAt or mergedFrom',
+      });
+      expect((await api.request('GET', `/v1/memory/facts/${fact.id}`, { token: admin })).body.version).toBe(1);
+    });
+
     it('rechecks validity against the kept values', async () => {
       const fact = (await write(note('valid', { validUntil: '2026-01-01T00:00:00Z' }))).body;
       const response = await api.request('POST', `/v1/memory/facts/${fact.id}/supersede`, {
@@ -387,6 +467,9 @@ describe('facts API', () => {
       ]);
       expect(spec.body.components.schemas.Fact.properties).toHaveProperty('embeddingModel');
       expect(spec.body.components.schemas.WriteFactBody.required).toEqual(expect.arrayContaining(['type']));
+      // A supersede may leave the content out (it then stays).
+      expect(spec.body.components.schemas.SupersedeBody.properties).toHaveProperty('content');
+      expect(spec.body.components.schemas.SupersedeBody.required ?? []).not.toContain('content');
       const docs = await fetch(`${api.baseUrl}/docs`);
       expect(docs.status).toBe(200);
       expect(await docs.text()).toContain('/openapi.json');
