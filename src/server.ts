@@ -1,5 +1,5 @@
 /**
- * The API process: config → Postgres → Redis → listen. On SIGTERM/SIGINT it fails readiness,
+ * The API process: settings (./.env, src/env-file.ts) → config → Postgres → Redis → listen. On SIGTERM/SIGINT it fails readiness,
  * stops accepting connections, answers the requests in flight (and any that still arrives on an
  * open connection) with `Connection: close`, closes idle connections, then closes Redis and
  * Postgres — all within MNEMO_SHUTDOWN_TIMEOUT_MS.
@@ -9,6 +9,7 @@ import { serve } from '@hono/node-server';
 import { BODY_LIMIT_BYTES, createApp, type EmbeddingServices } from './app.ts';
 import { createTokenVerifier } from './auth/verify.ts';
 import { type Config, describeSearch, loadConfig } from './config.ts';
+import { loadEnvFile } from './env-file.ts';
 import { assertRestrictedRole, connect } from './db/client.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
 import { answerMalformedRequests, manageConnections } from './http/connections.ts';
@@ -19,6 +20,7 @@ import { createLogger, type Logger, logUnhandledRejections } from './log.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 
 async function main(): Promise<void> {
+  loadEnvFile();
   const config = loadConfig(process.env, 'api');
   const logger = createLogger(config.logLevel, { process: 'api' });
   logUnhandledRejections(logger);

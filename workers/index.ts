@@ -4,6 +4,7 @@
  * close Redis and Postgres, exit 0.
  */
 import { loadConfig } from '../src/config.ts';
+import { loadEnvFile } from '../src/env-file.ts';
 import { assertRestrictedRole, connect } from '../src/db/client.ts';
 import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQueue } from '../src/jobs/queues.ts';
 import { createRedis } from '../src/jobs/redis.ts';
@@ -14,6 +15,7 @@ import { exitOnStartupFailure, onShutdown } from '../src/shutdown.ts';
 import { createHandlerRegistry } from './registry.ts';
 
 async function main(): Promise<void> {
+  loadEnvFile();
   const config = loadConfig(process.env, 'worker');
   const logger = createLogger(config.logLevel, { process: 'worker' });
   logUnhandledRejections(logger);

@@ -1,10 +1,14 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadMigrateConfig, loadTokenSecret } from '../config.ts';
+import { loadEnvFile } from '../env-file.ts';
 import { migrate } from '../db/migrate.ts';
 import { mintDevToken } from '../auth/dev-token.ts';
 import { roles } from '../auth/claims.ts';
 
 const usage = `Usage: mnemo <command> [options]
+
+Settings are environment variables; ./.env is read when present (MNEMO_ENV_FILE names another
+file), and a variable set in the environment wins over it.
 
 Commands:
   serve                 run the API (same as npm start)
@@ -109,6 +113,7 @@ async function runMigrate(): Promise<void> {
 }
 
 async function main(argv: string[]): Promise<void> {
+  loadEnvFile();
   const [command, ...rest] = argv;
   switch (command) {
     case 'serve':

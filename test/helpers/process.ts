@@ -23,7 +23,8 @@ export function startProcess(entry: string, args: string[], env: Record<string, 
   const nodeArgs = entry.endsWith('.js') ? [entry, ...args] : ['--import', 'tsx', entry, ...args];
   const child = spawn(process.execPath, nodeArgs, {
     cwd: projectRoot,
-    env: { PATH: process.env.PATH, ...env },
+    // Only the settings a test gives: never a developer's ./.env in the project (src/env-file.ts).
+    env: { PATH: process.env.PATH, MNEMO_ENV_FILE: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
