@@ -1,6 +1,7 @@
 /**
- * `npm run bench [-- collection…]`: retrieval quality and latency on the classic IR collections in
- * ../shared/data/ir/ (cranfield, med, cacm by default), with the real local model (USE lite).
+ * `npm run bench [-- collection…] [-- --ir-data=<dir>]`: retrieval quality and latency on the classic
+ * IR collections under IR_ROOT (--ir-data, MNEMO_IR_DATA, else ../shared/data/ir/; cranfield, med,
+ * cacm by default), with the real local model (USE lite).
  *
  * For each collection: a scratch database is created and migrated (as the test setup does: the
  * owner from DATABASE_URL runs the migrations, and a login role of this run is provisioned as
@@ -30,6 +31,7 @@ import {
   type FusionVariant,
   fusionSweep,
   indexCollection,
+  IR_ROOT,
   loadCollection,
   meanNdcg10,
   retrieveRanker,
@@ -112,7 +114,7 @@ async function main(): Promise<void> {
   const results: CollectionResult[] = [];
   try {
     for (const name of collections) {
-      const collection = loadCollection(name);
+      const collection = loadCollection(name, IR_ROOT);
       const database = `mnemo_bench_${runId}_${name.replace(/[^a-z0-9_]/gi, '_')}`.toLowerCase();
       progress(`${name}: ${collection.docs.length} docs, ${collection.queries.length} judged queries; database ${database}`);
       await server.unsafe(`create database "${database}"`);

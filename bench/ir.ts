@@ -1,7 +1,8 @@
 /**
- * Retrieval quality on the classic IR collections in shared/data/ir (cranfield, med, cacm):
- * loads a collection into a tenant through the real write path, runs every judged query and
- * reports mean nDCG@10. Used by the test suite (med) and by `npm run bench` (all three).
+ * Retrieval quality on the classic IR collections (cranfield, med, cacm): loads a collection into
+ * a tenant through the real write path, runs every judged query and reports mean nDCG@10. Used by
+ * the tests (on the copies in test/fixtures/ir, whose root they pass) and by `npm run bench` (on
+ * the full collections under IR_ROOT).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +16,14 @@ import { keywordSearch, type RankedId } from '../src/memory/keyword.ts';
 import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalContext, retrieve } from '../src/memory/retrieve.ts';
 import { semanticSearch } from '../src/memory/semantic.ts';
 
-export const IR_ROOT = process.env.MNEMO_IR_DATA ?? join(import.meta.dirname, '../../shared/data/ir');
+/**
+ * Where `npm run bench` reads the full collections: `--ir-data=<dir>`, else MNEMO_IR_DATA, else
+ * ../shared/data/ir beside the repository. Nothing else reads from there.
+ */
+export const IR_ROOT =
+  process.argv.find((arg) => arg.startsWith('--ir-data='))?.slice('--ir-data='.length) ??
+  process.env.MNEMO_IR_DATA ??
+  join(import.meta.dirname, '../../shared/data/ir');
 
 export interface Collection {
   name: string;
@@ -31,7 +39,8 @@ const jsonl = <T>(path: string): T[] =>
     .filter((line) => line.trim())
     .map((line) => JSON.parse(line) as T);
 
-export function loadCollection(name: string, root = IR_ROOT): Collection {
+/** The collection `name` under `root` (docs.jsonl, queries.jsonl with its judged queries only, qrels.tsv). */
+export function loadCollection(name: string, root: string): Collection {
   const dir = join(root, name);
   const qrels = new Map<string, Map<string, number>>();
   for (const line of readFileSync(join(dir, 'qrels.tsv'), 'utf8').split('\n')) {

@@ -4,7 +4,6 @@
  * `.kiwi/config.toml`, the error exits; and an import into the real API, run again (nothing
  * changes), then after a file changed (a supersede).
  */
-import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,8 +12,9 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { draftFact } from '../../src/cli/import.ts';
 import { buildReport, type CoverageReport, type ReportItem } from '../../src/episodes/coverage.ts';
-import { parseKnowledgeFile, readReportItems } from '../../src/episodes/files.ts';
+import { parseKnowledgeFile, readReportItems, resolveEpisodesPrefix } from '../../src/episodes/files.ts';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
+import { kiwifsCases } from '../helpers/fixtures.ts';
 import { freePort, runProcess } from '../helpers/process.ts';
 
 interface KiwiCase {
@@ -34,9 +34,7 @@ interface KiwiCase {
   };
 }
 
-const kiwiCases = (
-  JSON.parse(readFileSync(new URL('../../../shared/data/peer-cases/kiwifs/kiwifs-report-cases.json', import.meta.url), 'utf8')) as KiwiCase[]
-).filter((c) => !c.fork);
+const kiwiCases = kiwifsCases<KiwiCase[]>('kiwifs-report-cases.json').filter((c) => !c.fork);
 
 const temps: string[] = [];
 
@@ -71,11 +69,23 @@ describe('mnemo memory report', () => {
     expect(kiwiCases.length).toBeGreaterThanOrEqual(6);
   });
 
-  for (const kiwiCase of kiwiCases) {
-    // Each case is its own folder and process: they run side by side.
-    it.concurrent(`KiwiFS case ${kiwiCase.name}`, async ({ expect }) => {
+  /**
+   * The report of a case's folder: the first case through the real bin, the others in this
+   * process by what the command runs (readReportItems, then buildReport; the next test holds
+   * `--json` to exactly that), as a process start costs more than the whole report.
+   */
+  const folderReport = async (root: string, episodesPrefix: string | null, viaBin: boolean): Promise<CoverageReport> => {
+    if (viaBin) return reportJson('--root', root, ...(episodesPrefix ? ['--episodes-prefix', episodesPrefix] : []));
+    const { prefix } = await resolveEpisodesPrefix(root, episodesPrefix ?? undefined);
+    const items: ReportItem[] = [];
+    for await (const item of readReportItems(root)) items.push(item);
+    return buildReport(items, { prefix });
+  };
+
+  for (const [index, kiwiCase] of kiwiCases.entries()) {
+    it.concurrent(`KiwiFS case ${kiwiCase.name}${index === 0 ? ' (mnemo memory report --json)' : ''}`, async ({ expect }) => {
       const root = await folder({ ...kiwiCase.files, ...kiwiCase.non_markdown_files });
-      const report = await reportJson('--root', root, ...(kiwiCase.episodes_prefix ? ['--episodes-prefix', kiwiCase.episodes_prefix] : []));
+      const report = await folderReport(root, kiwiCase.episodes_prefix, index === 0);
       const want = kiwiCase.expect;
       let checked = 0;
       const check = (expected: unknown, actual: unknown) => {

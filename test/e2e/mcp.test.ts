@@ -3,7 +3,6 @@
  * the real app: the tool list, KiwiFS's own MCP report cases, the report's prefix and paging,
  * who sees what, and the HTTP edges (token, method, body size, JWKS down).
  */
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -18,6 +17,7 @@ import { AppError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { kiwifsCases } from '../helpers/fixtures.ts';
 
 const TOOL = 'kiwi_memory_report';
 
@@ -28,9 +28,7 @@ interface KiwiCase {
   asserts_verbatim: string[];
 }
 
-const kiwiCases = JSON.parse(
-  readFileSync(new URL('../../../shared/data/peer-cases/kiwifs/kiwifs-report-cases.json', import.meta.url), 'utf8'),
-) as KiwiCase[];
+const kiwiCases = kiwifsCases<KiwiCase[]>('kiwifs-report-cases.json');
 const kiwiCase = (name: string) => {
   const found = kiwiCases.find((c) => c.name === name);
   if (!found) throw new Error(`no KiwiFS case ${name}`);

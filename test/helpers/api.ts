@@ -90,12 +90,12 @@ export interface TestApi {
  * The real app, on a random port of this machine, over this test file's own database and the
  * real Redis: requests go over HTTP exactly as a client's do.
  */
-export async function startTestApi(options: { embeddings?: boolean; worker?: boolean } = {}): Promise<TestApi> {
+export async function startTestApi(options: { embeddings?: boolean; worker?: boolean; embedBatch?: number } = {}): Promise<TestApi> {
   const db = await createTestDatabase();
   const redis = createRedis(inject('redisUrl'), 'producer');
   const logs: string[] = [];
   const logger = createLogger('info', {}, (line) => logs.push(line));
-  const jobs = options.embeddings || options.worker ? await startJobs(db, logger, { embeddings: options.embeddings ?? false }) : undefined;
+  const jobs = options.embeddings || options.worker ? await startJobs(db, logger, { embeddings: options.embeddings ?? false, embedBatch: options.embedBatch ?? 64 }) : undefined;
   const embeddings = jobs?.embeddings;
   const app = createApp({
     logger,
@@ -152,11 +152,12 @@ export async function startTestApi(options: { embeddings?: boolean; worker?: boo
 /**
  * An in-process worker over real Redis (every queue, under a prefix of its own) and the API's
  * producer handles; with `embeddings`, the local model and the API's embedding services too.
+ * `embedBatch` is the facts per call to the model in embed and backfill jobs.
  */
-async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings: boolean }) {
+async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings: boolean; embedBatch: number }) {
   const server = options.embeddings ? await startLocalEmbeddingsServer({ port: 0 }) : undefined;
   const providers = server
-    ? createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: 64 })
+    ? createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: options.embedBatch })
     : undefined;
   const prefix = `mnemo-test-${randomBytes(4).toString('hex')}`;
   const producer = createRedis(inject('redisUrl'), 'producer');
@@ -165,7 +166,7 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
   if (providers) await ensureConfiguredModel(db.app.db, providers.configured);
   const workers = startWorkers({
     definitions: queueDefinitions,
-    registry: createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch: 64 }),
+    registry: createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch: options.embedBatch }),
     connection,
     prefix,
     db: db.app.db,

@@ -6,7 +6,8 @@ import { live } from '../../src/memory/conditions.ts';
 import { writeFact } from '../../src/memory/facts.ts';
 import { keywordSearch } from '../../src/memory/keyword.ts';
 import { parseSearchQuery, SEARCH_EXCLUDES_MAX, SEARCH_LEXEMES_MAX, SEARCH_PHRASES_MAX, SEARCH_WORDS_MAX } from '../../src/memory/search-query.ts';
-import { indexCollection, loadCollection, meanNdcg10 } from '../../bench/ir.ts';
+import { indexCollection, meanNdcg10 } from '../../bench/ir.ts';
+import { fixtureCollection } from '../helpers/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 
@@ -92,7 +93,7 @@ describe('keyword search (BM25 in SQL)', () => {
   it('reaches the BM25 reference on med (nDCG@10 within 0.02 of 0.661)', async () => {
     const tenant = uniqueTenant('med');
     const p = admin(tenant);
-    const med = loadCollection('med');
+    const med = fixtureCollection('med');
     const docOf = await indexCollection(t.app.db, p, med);
     const ndcg = await meanNdcg10(med, docOf, async (query, depth) => (await search(p, query, depth)).map((r) => r.id));
     console.log(`med keyword nDCG@10 = ${ndcg.toFixed(3)}`);

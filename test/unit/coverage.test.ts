@@ -1,10 +1,9 @@
 /**
  * The coverage rules of DESIGN §6 (src/episodes/coverage.ts) and the X-Provenance parser
  * (src/episodes/provenance.ts), rule by rule, then against KiwiFS v0.4.1's own cases
- * (../shared/data/peer-cases/kiwifs/). Pure: no database. The SQL restatement of the key rules
+ * (test/fixtures/peer-cases/kiwifs/). Pure: no database. The SQL restatement of the key rules
  * is held to these same answers by test/integration/coverage-keys.test.ts.
  */
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import {
@@ -25,6 +24,7 @@ import {
   UNSUPPORTED_MERGED_FROM_WARNING,
 } from '../../src/episodes/coverage.ts';
 import { parseProvenanceHeader } from '../../src/episodes/provenance.ts';
+import { kiwifsCases } from '../helpers/fixtures.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -49,8 +49,6 @@ function coverageOf(episode: { episodeId?: string | null; path?: string | null }
   return report.unmerged_count === 0;
 }
 
-const peerCases = new URL('../../../shared/data/peer-cases/kiwifs/', import.meta.url);
-const loadPeer = <T>(file: string): T => JSON.parse(readFileSync(new URL(file, peerCases), 'utf8')) as T;
 
 // ---------------------------------------------------------------------------------------------
 // Classification
@@ -537,7 +535,7 @@ describe('mergedFromEntryKey', () => {
 describe('appendMergedFrom', () => {
   const now = new Date('2026-03-04T05:06:07.890Z');
   const later = new Date('2027-01-01T00:00:00.000Z');
-  const injectCases = loadPeer<{
+  const injectCases = kiwifsCases<{
     merged_from_inject_cases: Array<{ name: string; entries: Entry[]; expect: Record<string, unknown> }>;
   }>('kiwifs-provenance-cases.json').merged_from_inject_cases;
 
@@ -617,7 +615,7 @@ describe('appendMergedFrom', () => {
 // X-Provenance
 
 describe('parseProvenanceHeader', () => {
-  const headerCases = loadPeer<{
+  const headerCases = kiwifsCases<{
     header_parse_cases: Array<{
       name: string;
       x_provenance: string;
@@ -695,7 +693,7 @@ function reportItemOfFile(path: string, text: string): ReportItem {
 }
 
 describe('KiwiFS classification cases (kiwifs-kind-cases.json)', () => {
-  const cases = loadPeer<{ classification_cases: ClassificationCase[] }>('kiwifs-kind-cases.json').classification_cases;
+  const cases = kiwifsCases<{ classification_cases: ClassificationCase[] }>('kiwifs-kind-cases.json').classification_cases;
 
   it('has cases, fork ones included', () => {
     expect(cases.length).toBeGreaterThanOrEqual(13);
@@ -708,7 +706,7 @@ describe('KiwiFS classification cases (kiwifs-kind-cases.json)', () => {
 });
 
 describe('KiwiFS report cases (kiwifs-report-cases.json, upstream only)', () => {
-  const all = loadPeer<ReportCase[]>('kiwifs-report-cases.json');
+  const all = kiwifsCases<ReportCase[]>('kiwifs-report-cases.json');
   const cases = all.filter((c) => c.fork !== true);
   const handled = [
     'episodic_count',

@@ -35,7 +35,6 @@ import {
   embedAll,
   embedderFor,
   indexCollection,
-  loadCollection,
   meanNdcg10,
   retrieveRanker,
   SEARCH_MODES,
@@ -43,6 +42,7 @@ import {
 } from '../../bench/ir.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
+import { fixtureCollection } from '../helpers/fixtures.ts';
 
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 
@@ -91,9 +91,9 @@ describe('retrieval quality on med and filtered vector search (real model, real 
   let provider: EmbeddingProvider;
   let model: ModelInfo;
   let hnswIndex: string;
-  const med = loadCollection('med');
-  const cranfield = loadCollection('cranfield');
-  const cacm = loadCollection('cacm');
+  const med = fixtureCollection('med');
+  const cranfield = fixtureCollection('cranfield-titles');
+  const cacm = fixtureCollection('cacm-titles');
   const tenants = { med: admin(uniqueTenant('med')), cran: admin(uniqueTenant('cran')), small: admin(uniqueTenant('small')) };
   let medDocOf: Map<string, string>;
   let vectorCount = 0;

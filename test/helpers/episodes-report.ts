@@ -1,0 +1,51 @@
+/**
+ * A coverage report over many episodes, written straight into the database (the API would take
+ * minutes to write 100,000): `npm test` runs it over 10,000 episodes (five cursor batches),
+ * `npm run test:slow` over 100,000.
+ */
+import { expect } from 'vitest';
+import { coverageReport } from '../../src/episodes/report.ts';
+import type { TestDatabase } from './database.ts';
+import { uniqueTenant } from './factories.ts';
+
+/** Cursor batch of the report (src/episodes/report.ts): the progress callback fires once per batch. */
+const CURSOR_BATCH = 2000;
+
+/**
+ * Writes `episodes` episodes (a multiple of 1,000) and one consolidation per 1,000 merging its
+ * first 500, then checks the report streams them: lists cut to the page, counts complete.
+ */
+export async function checkStreamedReport(db: TestDatabase, episodes: number): Promise<void> {
+  const tenantId = uniqueTenant('large');
+  await db.admin.begin(async (sql) => {
+    await sql`select set_config('app.tenant_id', ${tenantId}, true)`;
+    await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
+    await sql`
+      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, episode_id, path)
+      select ${tenantId}, gen_random_uuid(), 1, 'kiwi.page', jsonb_build_object('text', 'episode ' || i), 'asserted', 'service', 'bench', now(), now(),
+             'episodic', 'ep-' || i, 'episodes/' || lpad(i::text, 6, '0') || '.md'
+      from generate_series(1, ${episodes}::int) i`;
+    // A consolidation per 1,000 episodes merging 500 of them: half the episodes covered.
+    await sql`
+      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, merged_from)
+      select ${tenantId}, gen_random_uuid(), 1, 'kiwi.page', '{"text": "summary"}', 'asserted', 'service', 'bench', now(), now(), 'semantic',
+             (select jsonb_agg(jsonb_build_object('type', 'episode', 'id', 'ep-' || (c * 1000 + k))) from generate_series(1, 500) k)
+      from generate_series(0, ${episodes / 1000 - 1}::int) c`;
+  });
+  await db.admin`analyze facts`;
+  const principal = { tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } };
+  const started = performance.now();
+  const progress: number[] = [];
+  const result = await coverageReport({ db: db.app.db, principal }, { limit: 1000 }, ({ done }) => void progress.push(done));
+  const seconds = (performance.now() - started) / 1000;
+  console.log(`coverage report over ${episodes.toLocaleString('en')} episodes: ${seconds.toFixed(2)} s, ${progress.length} cursor batches`);
+  expect(result.episodic_count).toBe(episodes);
+  expect(result.merged_from_refs).toBe(episodes / 2);
+  expect(result.unmerged_count).toBe(episodes / 2);
+  expect(result.episodic_files).toHaveLength(1000);
+  expect(result.unmerged).toHaveLength(1000);
+  expect(result.unmerged[0]!.path).toBe('episodes/000501.md');
+  // Streamed through the cursor, batch by batch, not fetched at once.
+  expect(progress.length).toBeGreaterThanOrEqual(episodes / CURSOR_BATCH);
+  expect(progress.at(-1)).toBe(episodes);
+}
