@@ -1,6 +1,8 @@
 /**
- * `mnemo embeddings-server [--port 11435] [--host 127.0.0.1]`: the local embedding model
- * (src/embeddings/local-server.ts) behind an OpenAI-compatible API, until SIGTERM or SIGINT.
+ * `mnemo embeddings-server [--port 11435] [--host 127.0.0.1] [--alias NAME]…`: the local
+ * embedding model (src/embeddings/local-server.ts) behind an OpenAI-compatible API, until SIGTERM
+ * or SIGINT. It answers to use-lite-512 and to each --alias (the same model, for trying a model
+ * switch); any other model name gets OpenAI's 404 model_not_found.
  */
 import { parseArgs } from 'node:util';
 import { LOCAL_DEFAULT_PORT, type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../embeddings/local-server.ts';
@@ -16,6 +18,7 @@ export async function embeddingsServer(argv: string[]): Promise<void> {
     options: {
       port: { type: 'string', default: String(LOCAL_DEFAULT_PORT) },
       host: { type: 'string', default: '127.0.0.1' },
+      alias: { type: 'string', multiple: true, default: [] },
     },
     strict: true,
     allowPositionals: false,
@@ -26,6 +29,8 @@ export async function embeddingsServer(argv: string[]): Promise<void> {
   }
   const host = values.host.trim();
   if (!host) throw new OptionError('embeddings-server: --host must not be empty');
+  const aliases = values.alias.map((alias) => alias.trim());
+  if (aliases.some((alias) => alias === '')) throw new OptionError('embeddings-server: --alias must not be empty');
 
   // Listen for the signals before the model loads (a few seconds), so a stop meanwhile is clean too.
   let signalled = false;
@@ -45,6 +50,7 @@ export async function embeddingsServer(argv: string[]): Promise<void> {
     server = await startLocalEmbeddingsServer({
       port,
       host,
+      aliases,
       // The startup line is printed below in full; errors of single requests go to stderr.
       log: (line) => {
         if (!line.startsWith('Embeddings server: ')) process.stderr.write(`${line}\n`);

@@ -66,15 +66,27 @@ class BadRequest extends Error {
     message: string,
     readonly param: string | null = null,
     readonly status = 400,
+    readonly code: string | null = null,
   ) {
     super(message);
   }
 }
 
-export async function startLocalEmbeddingsServer(
-  options: { port?: number; host?: string; log?: (line: string) => void } = {},
-): Promise<LocalEmbeddingsServer> {
-  const { port = LOCAL_DEFAULT_PORT, host = '127.0.0.1', log = () => {} } = options;
+export interface LocalEmbeddingsServerOptions {
+  port?: number;
+  host?: string;
+  log?: (line: string) => void;
+  /**
+   * More names to answer to, with the same model: a blue-green model switch (DESIGN §9) can then
+   * be tried on one machine. Any other name is answered 404 model_not_found, as OpenAI answers.
+   */
+  aliases?: readonly string[];
+}
+
+export async function startLocalEmbeddingsServer(options: LocalEmbeddingsServerOptions = {}): Promise<LocalEmbeddingsServer> {
+  const { port = LOCAL_DEFAULT_PORT, host = '127.0.0.1', log = () => {}, aliases = [] } = options;
+  // A typo in KINDGI_MEMORY_EMBEDDINGS_MODEL must not get this model's vectors under another name.
+  const models = [LOCAL_MODEL, ...aliases.filter((alias) => alias !== LOCAL_MODEL)];
   const loadStarted = performance.now();
   const model = await loadModel();
   const loadMs = Math.round(performance.now() - loadStarted);
@@ -95,19 +107,19 @@ export async function startLocalEmbeddingsServer(
       return embeddings(req, res);
     }
     if (req.method === 'GET' && path === '/v1/models') {
-      return sendJson(res, 200, { object: 'list', data: [{ id: LOCAL_MODEL, object: 'model', created: 0, owned_by: 'mnemo' }] });
+      return sendJson(res, 200, { object: 'list', data: models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'mnemo' })) });
     }
     req.resume();
     sendError(res, 404, `No route ${req.method} ${path || '/'}; this server answers POST /v1/embeddings and GET /v1/models`, 'invalid_request_error', null, 'not_found');
   }
 
   async function embeddings(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let request: { inputs: string[]; base64: boolean };
+    let request: ReturnType<typeof parseRequest>;
     try {
-      request = parseRequest(await readBody(req));
+      request = parseRequest(await readBody(req), models);
     } catch (error) {
       if (!(error instanceof BadRequest)) throw error;
-      return sendError(res, error.status, error.message, 'invalid_request_error', error.param);
+      return sendError(res, error.status, error.message, 'invalid_request_error', error.param, error.code);
     }
     // A client that gave up (its timeout) is not worth the model's time.
     let gone = false;
@@ -133,7 +145,7 @@ export async function startLocalEmbeddingsServer(
         index,
         embedding: request.base64 ? Buffer.from(new Float32Array(embedding).buffer).toString('base64') : embedding,
       })),
-      model: LOCAL_MODEL,
+      model: request.model,
       usage: { prompt_tokens: 0, total_tokens: 0 },
     });
   }
@@ -161,7 +173,8 @@ export async function startLocalEmbeddingsServer(
   };
 }
 
-function parseRequest(raw: string): { inputs: string[]; base64: boolean } {
+/** A request as the model runs it; `model` is the name it was asked for (the default when none). */
+function parseRequest(raw: string, models: readonly string[]): { inputs: string[]; base64: boolean; model: string } {
   let body: unknown;
   try {
     body = JSON.parse(raw);
@@ -171,9 +184,13 @@ function parseRequest(raw: string): { inputs: string[]; base64: boolean } {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('The request body must be a JSON object');
   const { input, model, encoding_format: format, dimensions } = body as Record<string, unknown>;
   if (model !== undefined && typeof model !== 'string') throw new BadRequest('"model" must be a string', 'model');
+  if (model !== undefined && !models.includes(model)) {
+    // OpenAI's answer to a model it does not have, word for word, so clients report it as such.
+    throw new BadRequest(`The model \`${model}\` does not exist`, null, 404, 'model_not_found');
+  }
   if (format !== undefined && format !== 'float' && format !== 'base64') throw new BadRequest('"encoding_format" must be "float" or "base64"', 'encoding_format');
   if (dimensions !== undefined && dimensions !== LOCAL_MODEL_DIMS) {
-    throw new BadRequest(`"dimensions" must be ${LOCAL_MODEL_DIMS} for ${LOCAL_MODEL}, or left out`, 'dimensions');
+    throw new BadRequest(`"dimensions" must be ${LOCAL_MODEL_DIMS} for ${model ?? LOCAL_MODEL}, or left out`, 'dimensions');
   }
   const inputs = typeof input === 'string' ? [input] : input;
   if (!Array.isArray(inputs) || inputs.length === 0) throw new BadRequest('"input" must be a string or a non-empty array of strings', 'input');
@@ -184,7 +201,7 @@ function parseRequest(raw: string): { inputs: string[]; base64: boolean } {
     if (item.length === 0) throw new BadRequest(`input[${i}] is empty`, 'input');
     if (item.length > MAX_INPUT_CHARS) throw new BadRequest(`input[${i}] has ${item.length} characters; at most ${MAX_INPUT_CHARS}`, 'input');
   });
-  return { inputs: inputs as string[], base64: format === 'base64' };
+  return { inputs: inputs as string[], base64: format === 'base64', model: model ?? LOCAL_MODEL };
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

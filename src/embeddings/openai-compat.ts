@@ -2,6 +2,7 @@ import { redactUrl } from '../redact.ts';
 import type { Logger } from '../log.ts';
 import {
   EmbeddingDimensionChanged,
+  EmbeddingModelNotFound,
   type EmbeddingProvider,
   EmbeddingRequestRejected,
   EmbeddingsUnavailable,
@@ -14,7 +15,8 @@ import {
  * What is retried and what is not decides whether a job waits or stops, so:
  * - retried (then EmbeddingsUnavailable): network errors, the per-request timeout, 408, 425,
  *   429 and 5xx, and a body cut off mid-read;
- * - not retried (EmbeddingRequestRejected): any other non-2xx status, and a 2xx whose body is
+ * - not retried (EmbeddingRequestRejected): any other non-2xx status (EmbeddingModelNotFound when
+ *   a 404 says the model is unknown, so a typo in the model name is named as one), and a 2xx whose body is
  *   not an embeddings response (not JSON, wrong count, bad indices, non-numeric vectors). Such a
  *   body means a wrong URL or an incompatible server: the same request would get it again, and
  *   retrying would only hide the misconfiguration behind "unavailable".
@@ -95,6 +97,12 @@ export function createOpenAICompatProvider(options: OpenAICompatOptions): Embedd
       const detail = `${shownEndpoint} answered ${response.status}: ${errorText(text) || response.statusText}`;
       if (isRetryableStatus(response.status)) {
         return { ok: false, reason: detail, retryAfterMs: parseRetryAfter(response.headers.get('retry-after')) };
+      }
+      if (response.status === 404 && isModelNotFound(text)) {
+        throw new EmbeddingModelNotFound(
+          `The embeddings endpoint has no model "${model}" (check KINDGI_MEMORY_EMBEDDINGS_MODEL, or the model's name on the endpoint): ${detail}`,
+          { status: response.status },
+        );
       }
       throw new EmbeddingRequestRejected(detail, { status: response.status });
     } finally {
@@ -221,6 +229,20 @@ function errorText(body: string): string {
     // Not JSON: an HTML error page or plain text, shown as it is.
   }
   return excerpt(text);
+}
+
+/**
+ * Whether a 404's body says the model is unknown rather than the path: OpenAI's (and `mnemo
+ * embeddings-server`'s) code model_not_found, or a message such as Ollama's `model "x" not found`.
+ */
+function isModelNotFound(body: string): boolean {
+  try {
+    const json = JSON.parse(body) as { error?: { code?: unknown } };
+    if (json.error?.code === 'model_not_found') return true;
+  } catch {
+    return false;
+  }
+  return /\bmodel\b.*\b(not found|does not exist)\b/i.test(errorText(body));
 }
 
 function excerpt(text: string): string {

@@ -40,6 +40,15 @@ export class EmbeddingRequestRejected extends Error {
 }
 
 /**
+ * The endpoint has no model of that name (OpenAI's 404 model_not_found, Ollama's "model … not
+ * found"): most often a typo in KINDGI_MEMORY_EMBEDDINGS_MODEL. Rejected like any 4xx, with a
+ * message that names the model and the setting.
+ */
+export class EmbeddingModelNotFound extends EmbeddingRequestRejected {
+  override name = 'EmbeddingModelNotFound';
+}
+
+/**
  * The model now returns vectors of another length than the ones stored for it. Vectors of two
  * lengths under one model name cannot be compared, so this is not retryable: switching dimension
  * takes a new model name, which the reembed job (DESIGN §9) then fills.

@@ -90,12 +90,14 @@ export interface TestApi {
  * The real app, on a random port of this machine, over this test file's own database and the
  * real Redis: requests go over HTTP exactly as a client's do.
  */
-export async function startTestApi(options: { embeddings?: boolean; worker?: boolean; embedBatch?: number } = {}): Promise<TestApi> {
+export async function startTestApi(
+  options: { embeddings?: boolean; worker?: boolean; embedBatch?: number; embeddingAliases?: readonly string[] } = {},
+): Promise<TestApi> {
   const db = await createTestDatabase();
   const redis = createRedis(inject('redisUrl'), 'producer');
   const logs: string[] = [];
   const logger = createLogger('info', {}, (line) => logs.push(line));
-  const jobs = options.embeddings || options.worker ? await startJobs(db, logger, { embeddings: options.embeddings ?? false, embedBatch: options.embedBatch ?? 64 }) : undefined;
+  const jobs = options.embeddings || options.worker ? await startJobs(db, logger, { embeddings: options.embeddings ?? false, embedBatch: options.embedBatch ?? 64, aliases: options.embeddingAliases ?? [] }) : undefined;
   const embeddings = jobs?.embeddings;
   const app = createApp({
     logger,
@@ -152,10 +154,11 @@ export async function startTestApi(options: { embeddings?: boolean; worker?: boo
 /**
  * An in-process worker over real Redis (every queue, under a prefix of its own) and the API's
  * producer handles; with `embeddings`, the local model and the API's embedding services too.
- * `embedBatch` is the facts per call to the model in embed and backfill jobs.
+ * `embedBatch` is the facts per call to the model in embed and backfill jobs; `aliases` are more
+ * model names the local server answers to (it refuses any other).
  */
-async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings: boolean; embedBatch: number }) {
-  const server = options.embeddings ? await startLocalEmbeddingsServer({ port: 0 }) : undefined;
+async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings: boolean; embedBatch: number; aliases: readonly string[] }) {
+  const server = options.embeddings ? await startLocalEmbeddingsServer({ port: 0, aliases: options.aliases }) : undefined;
   const providers = server
     ? createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: options.embedBatch })
     : undefined;

@@ -7,9 +7,9 @@
  * `npm run test:slow` over 1,000 facts in batches of 64, the size a deployment would see
  * (test/slow/model-switch.test.ts).
  *
- * The local server accepts any model name, so models A, B and C give the same vectors: what is
- * tested is the switch's mechanics (which model serves, when, and what is left behind), not
- * ranking quality.
+ * The local server answers to B, C and D as aliases of its one model (A), so all four give the
+ * same vectors: what is tested is the switch's mechanics (which model serves, when, and what is
+ * left behind), not ranking quality.
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -116,7 +116,7 @@ export function describeModelSwitch({ facts: FACTS, embedBatch }: ModelSwitchSiz
     };
 
     beforeAll(async () => {
-      api = await startTestApi({ embeddings: true, embedBatch });
+      api = await startTestApi({ embeddings: true, embedBatch, embeddingAliases: [B, C, D] });
       ({ tenantId, admin } = await api.newTenant('switch'));
     });
     afterAll(async () => {

@@ -1,15 +1,20 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LOCAL_MODEL, startLocalEmbeddingsServer, type LocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider, type OpenAICompatOptions } from '../../src/embeddings/openai-compat.ts';
 import { createLogger } from '../../src/log.ts';
 import {
   EmbeddingDimensionChanged,
+  EmbeddingModelNotFound,
   embeddingText,
   EmbeddingRequestRejected,
   EmbeddingsUnavailable,
 } from '../../src/embeddings/provider.ts';
+import { failFastOnPermanent } from '../../workers/embed.ts';
+import { createTestDatabase } from '../helpers/database.ts';
+import { stopProcess, startProcess } from '../helpers/process.ts';
+import { removeQueuePrefix } from '../helpers/redis.ts';
 
 const cosine = (a: readonly number[], b: readonly number[]) => {
   let dot = 0;
@@ -121,6 +126,70 @@ describe('local embeddings server through the OpenAI-compatible provider', () =>
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ error: { code: 'not_found' } });
   });
+
+  it("answers a model it does not serve with OpenAI's 404 model_not_found, not with its own vectors", async () => {
+    const before = server.requests();
+    const response = await fetch(`${server.url}/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'use-lite-521', input: ['hello'] }),
+    });
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({
+      error: { message: 'The model `use-lite-521` does not exist', type: 'invalid_request_error', param: null, code: 'model_not_found' },
+    });
+    expect(server.requests() - before).toBe(1);
+  });
+
+  it('has the provider name the unknown model and the setting, once, without retrying; the embed job stops for good with that message', async () => {
+    const before = server.requests();
+    const error = await failure(provider({ model: 'use-lite-521', maxRetries: 3, baseDelayMs: 1 }).embed(['hello']));
+    expect(server.requests() - before).toBe(1);
+    expect(error).toBeInstanceOf(EmbeddingModelNotFound);
+    expect(error).toBeInstanceOf(EmbeddingRequestRejected);
+    expect(error).toMatchObject({ status: 404 });
+    expect((error as Error).message).toBe(
+      `The embeddings endpoint has no model "use-lite-521" (check KINDGI_MEMORY_EMBEDDINGS_MODEL, or the model's name on the endpoint): ` +
+        `${server.url}/embeddings answered 404: The model \`use-lite-521\` does not exist`,
+    );
+    // What the worker makes of it: an unrecoverable job failure whose reason is that message.
+    expect(() => failFastOnPermanent(error)).toThrow(expect.objectContaining({ name: 'UnrecoverableError', message: (error as Error).message }));
+  });
+
+  it('a worker configured with a model the server does not have says so in its first log lines', { timeout: 60_000 }, async () => {
+    const db = await createTestDatabase();
+    const prefix = `mnemo-typo-${db.name}`;
+    const worker = startProcess('workers/index.ts', [], {
+      DATABASE_URL: db.appUrl,
+      REDIS_URL: inject('redisUrl'),
+      MNEMO_QUEUE_PREFIX: prefix,
+      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
+      KINDGI_MEMORY_EMBEDDINGS_URL: server.url,
+      KINDGI_MEMORY_EMBEDDINGS_MODEL: 'use-lite-521',
+    });
+    try {
+      await worker.waitFor('has no model \\"use-lite-521\\" (check KINDGI_MEMORY_EMBEDDINGS_MODEL', 30_000);
+    } finally {
+      await stopProcess(worker);
+      await removeQueuePrefix(prefix);
+      await db.drop();
+    }
+  });
+
+  it('answers to its aliases with the same model, and lists them', async () => {
+    const aliased = await startLocalEmbeddingsServer({ port: 0, aliases: ['use-lite-512-b'] });
+    try {
+      const models = (await (await fetch(`${aliased.url}/models`)).json()) as { data: { id: string }[] };
+      expect(models.data.map((m) => m.id)).toEqual([LOCAL_MODEL, 'use-lite-512-b']);
+      const [viaAlias] = await createOpenAICompatProvider({ url: aliased.url, model: 'use-lite-512-b' }).embed(['penicillin allergy']);
+      const [direct] = await provider().embed(['penicillin allergy']);
+      expect(cosine(viaAlias!, direct!)).toBeGreaterThan(0.99999);
+      const refused = await failure(createOpenAICompatProvider({ url: aliased.url, model: 'use-lite-512-c', maxRetries: 0 }).embed(['x']));
+      expect(refused).toBeInstanceOf(EmbeddingModelNotFound);
+    } finally {
+      await aliased.close();
+    }
+  });
 });
 
 type Handler = (req: IncomingMessage, res: ServerResponse, attempt: number, body: string) => void;
@@ -199,6 +268,19 @@ describe('openai-compat provider: retries, timeouts and errors', () => {
     expect((error as Error).message).toContain('/v1/embeddings answered 400: bad input');
     expect(logged.length).toBeGreaterThan(0);
     expect([(error as Error).message, ...logged].join('\n')).not.toContain('sk-secret');
+  });
+
+  it("reads Ollama's unknown-model 404 as a missing model, and a 404 of the path as a plain rejection", async () => {
+    const ollama = await fake((_req, res) => status(res, 404, { error: 'model "nomic-embed-txt" not found, try pulling it first' }));
+    const unknown = await failure(createOpenAICompatProvider({ ...fast, url: ollama.url, model: 'nomic-embed-txt' }).embed(['a']));
+    expect(unknown).toBeInstanceOf(EmbeddingModelNotFound);
+    expect((unknown as Error).message).toContain('has no model "nomic-embed-txt" (check KINDGI_MEMORY_EMBEDDINGS_MODEL');
+    expect(ollama.requests()).toBe(1);
+
+    const wrongPath = await fake((_req, res) => status(res, 404, { error: { message: 'Not Found' } }));
+    const rejected = await failure(createOpenAICompatProvider({ ...fast, url: wrongPath.url }).embed(['a']));
+    expect(rejected).toBeInstanceOf(EmbeddingRequestRejected);
+    expect(rejected).not.toBeInstanceOf(EmbeddingModelNotFound);
   });
 
   it('retries 503 twice and succeeds on the third request', async () => {
