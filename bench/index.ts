@@ -5,10 +5,11 @@
  *
  * For each collection: a scratch database is created and migrated (as the test setup does: the
  * owner from DATABASE_URL runs the migrations, and a login role of this run is provisioned as
- * mnemo_app, so searches run under row-level security as the API's do), the documents are written
- * as facts through the real write path, embedded batch by batch (embedPending, as the embed jobs
- * do), and every judged query is run through retrieve() in each mode. Prints mean nDCG@10 per
- * mode and latency percentiles; the scratch databases and the role are dropped at the end.
+ * a member of the scratch database's app group, so searches run under row-level security as the
+ * API's do), the documents are written as facts through the real write path, embedded batch by
+ * batch (embedPending, as the embed jobs do), and every judged query is run through retrieve() in
+ * each mode. Prints mean nDCG@10 per mode and latency percentiles; the scratch databases and the
+ * roles are dropped at the end.
  *
  * DATABASE_URL (or DATABASE_ADMIN_URL) must name a role that may create databases and roles.
  * Redis is not used. Progress goes to stderr, the tables to stdout.
@@ -95,7 +96,14 @@ async function main(): Promise<void> {
   };
   const cleanup = async () => {
     for (const name of [...created]) await dropDatabase(name).catch((e: unknown) => progress(`could not drop ${name}: ${String(e)}`));
-    if (roleMayExist) await server.unsafe(`drop role if exists "${appRole.user}"`).catch((e: unknown) => progress(`could not drop role: ${String(e)}`));
+    if (roleMayExist) {
+      // The app groups migrate created, one per scratch database (mnemo_app_<database>), then the login role.
+      const groups = await server<{ rolname: string }[]>`
+        select rolname from pg_roles where starts_with(rolname, ${`mnemo_app_mnemo_bench_${runId}_`})`;
+      for (const role of [...groups.map((g) => g.rolname), appRole.user]) {
+        await server.unsafe(`drop role if exists "${role}"`).catch((e: unknown) => progress(`could not drop role ${role}: ${String(e)}`));
+      }
+    }
     await server.end({ timeout: 5 });
   };
   let interrupted = false;

@@ -96,30 +96,50 @@ export async function withTenant<T>(db: Db, tenantId: string, fn: (tx: Tx) => Pr
   }, config);
 }
 
+/** The role DATABASE_URL connects as must not run the app: one line saying why and what to do. */
 export class UnsafeDatabaseRoleError extends Error {
-  constructor(role: string, reason: string) {
-    super(
-      `DATABASE_URL connects as "${role}", which ${reason}, so row-level security would not isolate tenants; ` +
-        'connect as a role granted mnemo_app (npm run migrate with DATABASE_ADMIN_URL provisions it)',
-    );
+  constructor(message: string) {
+    super(message);
     this.name = 'UnsafeDatabaseRoleError';
   }
 }
 
+function bypassesRowLevelSecurity(role: string, reason: string): UnsafeDatabaseRoleError {
+  return new UnsafeDatabaseRoleError(
+    `DATABASE_URL connects as "${role}", which ${reason}, so row-level security would not isolate tenants; ` +
+      "connect as the app's own login role (npm run migrate with DATABASE_ADMIN_URL provisions it)",
+  );
+}
+
 /**
  * Refuses a connection whose role could see across tenants: a superuser, a BYPASSRLS role, or
- * the owner of the tenant tables (an owner can switch RLS off). The API and workers call this at
- * startup, so a misconfigured deployment fails loudly instead of silently losing isolation.
+ * the owner of the tenant tables (an owner can switch RLS off); and one that is not in this
+ * database's app group (drizzle/0007), which holds the app's privileges. The API and workers
+ * call this at startup, so a misconfigured deployment fails loudly instead of at its first query.
  */
 export async function assertRestrictedRole(sql: Sql): Promise<void> {
-  const [role] = await sql<{ name: string; superuser: boolean; bypassrls: boolean; owner: boolean }[]>`
+  const [role] = await sql<{ name: string; superuser: boolean; bypassrls: boolean; owner: boolean; migrated: boolean }[]>`
     select r.rolname as name, r.rolsuper as superuser, r.rolbypassrls as bypassrls,
-           coalesce(pg_has_role(current_user, c.relowner, 'USAGE'), false) as owner
+           coalesce(pg_has_role(current_user, c.relowner, 'USAGE'), false) as owner,
+           to_regprocedure('public.mnemo_app_group()') is not null as migrated
     from pg_roles r
     left join pg_class c on c.oid = to_regclass('public.facts')
     where r.rolname = current_user`;
   if (!role) throw new Error('could not read the current database role');
-  if (role.superuser) throw new UnsafeDatabaseRoleError(role.name, 'is a superuser');
-  if (role.bypassrls) throw new UnsafeDatabaseRoleError(role.name, 'has BYPASSRLS');
-  if (role.owner) throw new UnsafeDatabaseRoleError(role.name, 'owns the tenant tables');
+  if (role.superuser) throw bypassesRowLevelSecurity(role.name, 'is a superuser');
+  if (role.bypassrls) throw bypassesRowLevelSecurity(role.name, 'has BYPASSRLS');
+  if (role.owner) throw bypassesRowLevelSecurity(role.name, 'owns the tenant tables');
+  if (!role.migrated) {
+    throw new UnsafeDatabaseRoleError('the database at DATABASE_URL has no app group yet: run npm run migrate (with DATABASE_ADMIN_URL)');
+  }
+  const [group] = await sql<{ name: string; member: boolean }[]>`
+    select public.mnemo_app_group() as name,
+           exists (select from pg_roles g where g.rolname = public.mnemo_app_group()
+                   and pg_has_role(current_user, g.oid, 'USAGE')) as member`;
+  if (!group?.member) {
+    throw new UnsafeDatabaseRoleError(
+      `DATABASE_URL connects as "${role.name}", which is not a member of "${group?.name}", this database's app group; ` +
+        `npm run migrate with DATABASE_ADMIN_URL grants it (or GRANT "${group?.name}" TO "${role.name}")`,
+    );
+  }
 }

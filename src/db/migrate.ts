@@ -19,13 +19,17 @@ export interface MigrateOptions {
 export interface MigrateResult {
   applied: number;
   total: number;
+  /** The login role of appUrl, provisioned; undefined without appUrl. */
   appRole: string | undefined;
+  /** This database's app group (mnemo_app_<database>), which holds the app's privileges. */
+  appGroup: string;
 }
 
 /**
  * Applies drizzle/ migrations under a Postgres advisory lock, so several nodes starting at once
  * apply them exactly once; a database already up to date is left untouched. Errors surface with
- * the database's own message (drizzle-kit's CLI would swallow it).
+ * the database's own message (drizzle-kit's CLI would swallow it). Then makes this database's
+ * app group its own (drizzle/0007) and grants it to the login role of appUrl.
  */
 export async function migrate({ adminUrl, appUrl, log = () => {} }: MigrateOptions): Promise<MigrateResult> {
   // One connection: the advisory lock is held by a session, and the migrations run on it.
@@ -33,6 +37,10 @@ export async function migrate({ adminUrl, appUrl, log = () => {} }: MigrateOptio
   try {
     await sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
     try {
+      const login = appUrl ? await provisionLoginRole(sql, appUrl) : undefined;
+      // Read by drizzle/0007 on an upgrade, so the login role gains the new group in the same
+      // transaction that takes the privileges from mnemo_app: the running app never lacks them.
+      await sql`select set_config('mnemo.app_login_role', ${login?.role ?? ''}, false)`;
       const before = await countApplied(sql);
       await applyMigrations(drizzle(sql), { migrationsFolder });
       const total = await countApplied(sql);
@@ -41,8 +49,17 @@ export async function migrate({ adminUrl, appUrl, log = () => {} }: MigrateOptio
           ? `migrations: up to date (${total} applied)`
           : `migrations: applied ${total - before}, ${total} in all`,
       );
-      const appRole = appUrl ? await provisionAppRole(sql, appUrl, log) : undefined;
-      return { applied: total - before, total, appRole };
+      // Again on every run: a database copied or renamed since takes a group named after itself.
+      const [adopted] = await sql<{ group: string }[]>`select mnemo_adopt_app_group(${login?.role ?? null}) as group`;
+      const appGroup = adopted!.group;
+      if (login) {
+        log(`migrations: app role "${login.role}" ${login.existed ? 'updated' : 'created'} and granted "${appGroup}"`);
+        await warnOfOtherGroups(sql, login.role, appGroup, log);
+      } else {
+        log(`migrations: the app's login role needs GRANT "${appGroup}" (set DATABASE_ADMIN_URL to have migrate do it)`);
+      }
+      await noteUnusedLegacyGroup(sql, log);
+      return { applied: total - before, total, appRole: login?.role, appGroup };
     } finally {
       await sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
     }
@@ -60,23 +77,37 @@ async function countApplied(sql: Sql): Promise<number> {
 }
 
 /**
- * Makes the login role of DATABASE_URL able to act as mnemo_app: creates it if missing (with the
- * URL's password), grants it mnemo_app, and refuses a role that would bypass row-level security.
+ * Creates or updates the login role of DATABASE_URL (with the URL's password), refusing one that
+ * would bypass row-level security or through which other roles would act too.
  */
-async function provisionAppRole(sql: Sql, appUrl: string, log: (message: string) => void): Promise<string> {
+async function provisionLoginRole(sql: Sql, appUrl: string): Promise<{ role: string; existed: boolean }> {
   const url = new URL(appUrl);
   const role = decodeURIComponent(url.username);
   const password = url.password ? decodeURIComponent(url.password) : undefined;
-  if (!role) throw new Error('DATABASE_URL names no user; it must name the app role (e.g. mnemo_app)');
+  if (!role) throw new Error('DATABASE_URL names no user; it must name the app\'s login role (e.g. mnemo_api)');
 
+  if (role === 'mnemo_app') {
+    // Older versions grant mnemo_app to every app role on the cluster: all of them would inherit this database.
+    throw new Error('DATABASE_URL connects as "mnemo_app", the group older Mnemo versions share across databases; use a login role of its own (e.g. mnemo_api)');
+  }
   const [current] = await sql<{ name: string }[]>`select current_user as name`;
   if (current?.name === role) {
     throw new Error(`DATABASE_URL and DATABASE_ADMIN_URL both connect as "${role}"; the app needs its own role`);
   }
-  const [existing] = await sql<{ superuser: boolean; bypassrls: boolean }[]>`
-    select rolsuper as superuser, rolbypassrls as bypassrls from pg_roles where rolname = ${role}`;
+  const [existing] = await sql<{ superuser: boolean; bypassrls: boolean; members: string[] }[]>`
+    select rolsuper as superuser, rolbypassrls as bypassrls,
+           array(select m.rolname::text from pg_auth_members am join pg_roles m on m.oid = am.member
+                 where am.roleid = r.oid order by 1) as members
+    from pg_roles r where rolname = ${role}`;
   if (existing?.superuser || existing?.bypassrls) {
     throw new Error(`DATABASE_URL connects as "${role}", which bypasses row-level security; use a separate role`);
+  }
+  // Members inherit what the login role is granted: they would reach this database's tenants too.
+  if (existing && existing.members.length > 0) {
+    throw new Error(
+      `DATABASE_URL connects as "${role}", which roles ${existing.members.map((m) => `"${m}"`).join(', ')} are members of; ` +
+        'they would act on this database too: use a login role of its own (no members)',
+    );
   }
 
   const statement = existing
@@ -88,12 +119,31 @@ async function provisionAppRole(sql: Sql, appUrl: string, log: (message: string)
       : sql`select format('CREATE ROLE %I LOGIN', ${role}::text) as ddl`;
   const [{ ddl }] = (await statement) as unknown as [{ ddl: string }];
   await sql.unsafe(ddl);
-  if (role !== 'mnemo_app') {
-    const [{ grant }] = (await sql`select format('GRANT mnemo_app TO %I', ${role}::text) as grant`) as unknown as [
-      { grant: string },
-    ];
-    await sql.unsafe(grant);
+  return { role, existed: Boolean(existing) };
+}
+
+/** A login role shared by two deployments reads both: say so, since migrate cannot tell whose it is. */
+async function warnOfOtherGroups(sql: Sql, role: string, appGroup: string, log: (message: string) => void): Promise<void> {
+  const others = await sql<{ group: string }[]>`
+    select g.rolname as group from pg_auth_members am
+    join pg_roles g on g.oid = am.roleid join pg_roles l on l.oid = am.member
+    where l.rolname = ${role} and starts_with(g.rolname, 'mnemo_app_') and g.rolname <> ${appGroup}
+    order by 1`;
+  if (others.length > 0) {
+    log(
+      `migrations: warning: "${role}" is also a member of ${others.map((o) => `"${o.group}"`).join(', ')} ` +
+        '(app groups of other databases) and can read those databases too; give each deployment its own login role',
+    );
   }
-  log(`migrations: app role "${role}" ${existing ? 'updated' : 'created'} and granted mnemo_app`);
-  return role;
+}
+
+/** Once no database on the cluster uses the shared group of 0002 any more, the operator may drop it. */
+async function noteUnusedLegacyGroup(sql: Sql, log: (message: string) => void): Promise<void> {
+  const [legacy] = await sql<{ used: boolean; members: number }[]>`
+    select exists (select from pg_shdepend d where d.refclassid = 'pg_authid'::regclass and d.refobjid = r.oid) as used,
+           (select count(*)::int from pg_auth_members am where am.roleid = r.oid) as members
+    from pg_roles r where r.rolname = 'mnemo_app'`;
+  if (legacy && !legacy.used && legacy.members === 0) {
+    log('migrations: the shared role mnemo_app is no longer used by any database on this cluster; DROP ROLE mnemo_app once every deployment is upgraded');
+  }
 }

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import { inject } from 'vitest';
 import { connect, type Database } from '../../src/db/client.ts';
-import { databaseUrl, TEST_APP_PASSWORD, TEST_APP_ROLE } from './urls.ts';
+import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
 
 export interface TestDatabase {
   name: string;
-  /** The app role's URL (mnemo_app: no owner, no superuser, no BYPASSRLS). */
+  /** The app role's URL (in the database's app group: no owner, no superuser, no BYPASSRLS). */
   appUrl: string;
   /** The owner's URL, for what a test must do behind the app's back. */
   adminUrl: string;
@@ -19,6 +19,9 @@ export interface TestDatabase {
 
 const server = () => inject('adminUrl');
 
+/** The run's app login role, as migrate provisioned it for the template. */
+export const appLogin = () => ({ user: testAppRole(inject('runId')), password: TEST_APP_PASSWORD });
+
 /** An empty database (no migrations), for tests of the migrations themselves. */
 export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }> {
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
@@ -28,12 +31,15 @@ export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: s
   return {
     name,
     adminUrl: databaseUrl(server(), name),
-    appUrl: databaseUrl(server(), name, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD }),
+    appUrl: databaseUrl(server(), name, appLogin()),
     drop: () => dropDatabase(name),
   };
 }
 
-/** A migrated database of this test file's own, copied from the run's template. */
+/**
+ * A migrated database of this test file's own, copied from the run's template. Copies are not
+ * migrated again, so they share the template's app group (mnemo_app_group() says so in each).
+ */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
@@ -51,7 +57,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   } finally {
     await maintenance.end();
   }
-  const appUrl = databaseUrl(server(), name, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD });
+  const appUrl = databaseUrl(server(), name, appLogin());
   const adminUrl = databaseUrl(server(), name);
   const app = connect(appUrl, { max: 5, applicationName: 'mnemo-test' });
   const admin = postgres(adminUrl, { max: 2, onnotice: () => {} });

@@ -2,8 +2,9 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertRestrictedRole, connect, withTenant } from '../../src/db/client.ts';
 import { factEmbeddings, factRevisions, facts, outbox } from '../../src/db/schema.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { appLogin, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
+import { databaseUrl } from '../helpers/urls.ts';
 
 /** Every table holding tenant data. The catalog test below fails if a new one is missing here. */
 const tenantTables = [
@@ -135,6 +136,21 @@ describe('row-level security', () => {
     await expect(assertRestrictedRole(t.app.sql)).resolves.toBeUndefined();
     // The owner connection (a superuser here) is refused at startup.
     await expect(assertRestrictedRole(t.admin)).rejects.toThrow(/row-level security would not isolate tenants/);
+  });
+
+  it("refuses at startup a login role outside the database's app group, naming the group", async () => {
+    const outsider = { user: `${appLogin().user}_outsider`, password: 'outsider-password' };
+    await t.admin.unsafe(`create role "${outsider.user}" login password '${outsider.password}'`);
+    const [group] = await t.admin<{ name: string }[]>`select mnemo_app_group() as name`;
+    const connection = connect(databaseUrl(t.adminUrl, t.name, outsider), { max: 1 });
+    try {
+      await expect(assertRestrictedRole(connection.sql)).rejects.toThrow(
+        `DATABASE_URL connects as "${outsider.user}", which is not a member of "${group!.name}", this database's app group; ` +
+          `npm run migrate with DATABASE_ADMIN_URL grants it (or GRANT "${group!.name}" TO "${outsider.user}")`,
+      );
+    } finally {
+      await connection.close();
+    }
   });
 
   it('covers every table with a tenant_id: RLS enabled, forced, and a tenant policy', async () => {

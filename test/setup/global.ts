@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../src/db/migrate.ts';
-import { databaseUrl, TEST_APP_ROLE, TEST_APP_PASSWORD } from '../helpers/urls.ts';
+import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../helpers/urls.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -74,14 +74,35 @@ export default async function setup(project: TestProject) {
       select datname from pg_database where datname like ${`mnemo_t_${runId}_%`}`;
     for (const { datname } of rows) await admin.unsafe(`drop database if exists "${datname}" with (force)`);
   };
+  // Roles are cluster-wide and outlive the databases: the app groups of the run's databases
+  // (mnemo_app_mnemo_t_<runId>_…), its login roles, and mnemo_app if the run's migrations created it.
+  const [legacyGroup] = await admin<{ existed: boolean }[]>`
+    select exists (select from pg_roles where rolname = 'mnemo_app') as existed`;
+  const dropRunRoles = async () => {
+    const roles = await admin<{ rolname: string }[]>`
+      select rolname from pg_roles
+      where starts_with(rolname, ${`mnemo_app_mnemo_t_${runId}_`}) or starts_with(rolname, ${testAppRole(runId)})
+      order by rolcanlogin, rolname`;
+    if (!legacyGroup?.existed) roles.push({ rolname: 'mnemo_app' });
+    for (const { rolname } of roles) {
+      await admin.unsafe(`drop role if exists "${rolname}"`).catch((error: unknown) => {
+        // Another run on the same server may be using mnemo_app right now: it keeps it.
+        if (rolname !== 'mnemo_app') throw error;
+      });
+    }
+  };
+  const cleanUp = async () => {
+    await dropRunDatabases();
+    await dropRunRoles();
+  };
   try {
     await admin.unsafe(`create database "${templateDatabase}"`);
     await migrate({
       adminUrl: databaseUrl(services.adminUrl, templateDatabase),
-      appUrl: databaseUrl(services.adminUrl, templateDatabase, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD }),
+      appUrl: databaseUrl(services.adminUrl, templateDatabase, { user: testAppRole(runId), password: TEST_APP_PASSWORD }),
     });
   } catch (error) {
-    await dropRunDatabases().catch(() => {});
+    await cleanUp().catch(() => {});
     await admin.end();
     await services.stop();
     throw error;
@@ -93,8 +114,11 @@ export default async function setup(project: TestProject) {
   project.provide('runId', runId);
 
   return async () => {
-    await dropRunDatabases();
-    await admin.end();
+    try {
+      await cleanUp();
+    } finally {
+      await admin.end();
+    }
     await services.stop();
   };
 }
