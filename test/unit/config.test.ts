@@ -3,7 +3,7 @@ import { ConfigError, describeSearch, loadConfig, loadMigrateConfig, loadTokenSe
 
 const secret = 'x'.repeat(32);
 const base = {
-  DATABASE_URL: 'postgres://mnemo_app:pw@db.internal:5432/mnemo',
+  DATABASE_URL: 'postgres://mnemo_api:pw@db.internal:5432/mnemo',
   REDIS_URL: 'redis://cache.internal:6379',
   MNEMO_JWT_SECRET: secret,
 };
