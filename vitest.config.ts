@@ -16,7 +16,8 @@ export default defineConfig({
     // on Postgres, Redis or a child process, so more files than cores keep both cores busy.
     pool: 'forks',
     maxWorkers: 4,
-    testTimeout: 30_000,
+    // Files share two cores: a test that starts child processes can take twice its time alone.
+    testTimeout: 60_000,
     hookTimeout: 120_000,
   },
 });
