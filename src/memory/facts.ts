@@ -221,14 +221,15 @@ export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options
 
 /**
  * The current revisions of facts by id, in one query, as the wire shape. For ids a search has
- * already found: the search applied visibility and liveness.
+ * already found; `where` filters them again when they were found in another transaction (a
+ * fact deleted since then is left out).
  */
-export async function factsByIds(tx: Tx, ids: readonly string[]): Promise<Map<string, Fact>> {
+export async function factsByIds(tx: Tx, ids: readonly string[], where?: SQL): Promise<Map<string, Fact>> {
   if (ids.length === 0) return new Map();
   const rows = await tx
     .select({ row: facts, embeddingModel: embeddingModelOf(facts.id, facts.version) })
     .from(facts)
-    .where(inArray(facts.id, [...ids]));
+    .where(and(inArray(facts.id, [...ids]), where));
   return new Map(rows.map(({ row, embeddingModel }) => [row.id, toFact(row.id, row, embeddingModel)]));
 }
 
