@@ -86,7 +86,8 @@ function embeddingServices(config: Config, queues: Queues, logger: Logger): Embe
       embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]!,
     },
     // Redis being away delays the vector, never the write: the reconciler finds the fact later.
-    schedule: (tenantId, fact) => promptly(scheduleEmbedding(queues, tenantId, [fact]), logger, 'queue embedding', { tenantId, factId: fact.id }),
+    // One request per tenant however many facts were written: the job reads them from Postgres.
+    schedule: (tenantId) => promptly(scheduleEmbedding(queues, tenantId), logger, 'queue embedding', { tenantId }),
     configured: { model: config.embeddings.model, endpoint: config.embeddings.url },
   };
 }

@@ -13,11 +13,11 @@ import type { JobHandler } from '../src/jobs/worker.ts';
 export interface ReconcileDeps {
   db: Db;
   queues: Queues;
-  /** When this deployment embeds: the configured model, and the batch size of embed jobs. */
-  embeddings?: { batch: number; configured: EmbeddingProvider } | undefined;
+  /** When this deployment embeds: the configured model. */
+  embeddings?: { configured: EmbeddingProvider } | undefined;
   /** Rows younger than this were just dispatched by the request that wrote them; leave them. */
   graceMs?: number;
-  /** Most rows (or facts) re-enqueued per tenant per run, so one backlog cannot starve other tenants. */
+  /** Most outbox rows re-enqueued per tenant per run, so one backlog cannot starve other tenants. */
   batchPerTenant?: number;
 }
 
@@ -25,6 +25,7 @@ export interface ReconcileResult {
   tenants: number;
   enqueued: number;
   skipped: number;
+  /** Tenants with facts still to embed, whose embed job was requested (merged into one already queued). */
   embedJobs: number;
   /** Nightly report schedulers put back into Redis. */
   schedulesRestored: number;
@@ -32,8 +33,9 @@ export interface ReconcileResult {
 
 /**
  * Visits every tenant under its own RLS setting and re-enqueues what Redis may have lost: outbox
- * rows not done, facts whose vector for the serving model is missing or stale, and the tenant's
- * nightly report scheduler. It also keeps
+ * rows not done, the embed job of a tenant with facts whose vector for the serving model is
+ * missing or stale (that job then drains the whole backlog at the pipeline's rate), and the
+ * tenant's nightly report scheduler. It also keeps
  * a model switch going. Safe to run any time: job ids are deterministic.
  */
 export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, batchPerTenant = 1000 }: ReconcileDeps): JobHandler<object> {
@@ -55,7 +57,10 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
       result.tenants++;
       result.enqueued += enqueued;
       result.skipped += skipped;
-      if (serving && embeddings) result.embedJobs += await enqueueMissingEmbeddings(tenantId, serving.model, embeddings.batch);
+      if (serving && (await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, serving.model, 1))).length > 0) {
+        await scheduleEmbedding(queues, tenantId);
+        result.embedJobs++;
+      }
       const schedule = await withTenant(db, tenantId, findSchedule);
       if (schedule && (await restoreNightlyScheduler(queues, tenantId, schedule))) result.schedulesRestored++;
     }
@@ -68,15 +73,4 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
     if (result.enqueued > 0 || result.skipped > 0 || result.embedJobs > 0 || result.schedulesRestored > 0) logger.info('reconciled', { ...result });
     return result;
   };
-
-  async function enqueueMissingEmbeddings(tenantId: string, model: string, batch: number): Promise<number> {
-    const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, model, batchPerTenant));
-    let jobs = 0;
-    for (let i = 0; i < pending.length; i += batch) {
-      const chunk = pending.slice(i, i + batch);
-      const added = await scheduleEmbedding(queues, tenantId, chunk);
-      if (added !== 'exists') jobs++;
-    }
-    return jobs;
-  }
 }

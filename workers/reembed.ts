@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { Db } from '../src/db/client.ts';
 import { eachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
-import { embedPending, listModels, switchWhenCovered, totalCoverage } from '../src/memory/embeddings.ts';
+import { computeNextBatch, listModels, storeBatch, switchWhenCovered, totalCoverage } from '../src/memory/embeddings.ts';
 import type { reembedQueue } from '../src/jobs/queues.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
 import { failFastOnPermanent } from './embed.ts';
@@ -39,11 +39,17 @@ export function reembedHandler({ db, providers, batch }: ReembedDeps): JobHandle
     const tenantIds: string[] = [];
     for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
     for (const tenantId of tenantIds) {
+      // In id order, each fact read once; what changes behind the pass is left to the next pass.
+      let after: string | undefined;
       for (;;) {
-        const done = await embedPending(db, provider, tenantId, info, { batch }).catch(failFastOnPermanent);
-        if (done === 0) break;
-        progress.embedded += done;
-        await job.updateProgress({ ...progress });
+        const computed = await computeNextBatch(db, provider, tenantId, info, { batch, after }).catch(failFastOnPermanent);
+        if (computed.vectors.length > 0) {
+          await storeBatch(db, computed);
+          progress.embedded += computed.vectors.length;
+          await job.updateProgress({ ...progress });
+        }
+        if (computed.vectors.length < batch) break;
+        after = computed.last;
       }
     }
     if (!(await switchWhenCovered(db, model))) {

@@ -35,10 +35,16 @@ export const reconcileQueue = defineQueue({
   jobOptions: { attempts: 1, ...keepFinished },
 });
 
-/** embed: vectors for the current version of up to a batch of one tenant's facts, for every model in use. */
+/**
+ * embed: "this tenant has facts without a current vector". The job reads them from Postgres and
+ * embeds them in batches of the endpoint's batch size, for every model in use, until none is left
+ * (see scheduleEmbedding for how requests for one tenant merge into one job).
+ */
 export const embedQueue = defineQueue({
   name: 'embed',
-  payload: z.strictObject({ tenantId: z.string().min(1).max(128), factIds: z.array(z.uuid()).min(1).max(2048) }),
+  // Not strict: jobs an earlier build queued also name their facts (`factIds`); the tenant's whole
+  // need is read from Postgres all the same, so the list is dropped.
+  payload: z.object({ tenantId: z.string().min(1).max(128) }),
   // The endpoint may be down for a while: back off up to ~10 minutes, then the reconciler takes over.
   jobOptions: { attempts: 10, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } },
 });

@@ -7,7 +7,7 @@
  * the version in its own transaction, so the need is recorded atomically with the write, and the
  * reconciler can always find it again, whatever Redis lost.
  */
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
 import { embeddingModels, factEmbeddings, facts } from '../db/schema.ts';
@@ -85,20 +85,30 @@ export interface PendingFact {
   text: string;
 }
 
-/** Live facts of the transaction's tenant without a vector of `model` for their current version. */
-export async function factsNeedingEmbedding(tx: Tx, model: string, limit: number, ids?: readonly string[]): Promise<PendingFact[]> {
+/**
+ * Live facts of the transaction's tenant without a vector of `model` for their current version, in
+ * id order, after `after` when given: a walk of the facts' primary key with a probe of the
+ * vectors' per fact, stopping at `limit`. A drain that passes the last id it read as `after` reads
+ * each fact once, instead of walking past every embedded one again for each batch.
+ */
+export async function factsNeedingEmbedding(
+  tx: Tx,
+  model: string,
+  limit: number,
+  options: { ids?: readonly string[] | undefined; after?: string | undefined } = {},
+): Promise<PendingFact[]> {
   const rows = await tx
     .select({ id: facts.id, version: facts.version, type: facts.type, content: facts.content })
     .from(facts)
-    .leftJoin(
-      factEmbeddings,
-      and(eq(factEmbeddings.tenantId, facts.tenantId), eq(factEmbeddings.factId, facts.id), eq(factEmbeddings.model, model)),
-    )
     .where(
       and(
         live(),
-        sql`(${factEmbeddings.factId} is null or ${factEmbeddings.version} < ${facts.version})`,
-        ids ? inArray(facts.id, [...ids]) : undefined,
+        // A scalar subquery, not NOT EXISTS: the planner cannot turn it into a join, so it stays a
+        // probe of the vectors' primary key per fact even before ANALYZE has seen the tables (as a
+        // join, fresh tables got a plan that read every vector of the tenant for each fact).
+        sql`${facts.version} > coalesce((select e.version from ${factEmbeddings} e where e.tenant_id = ${facts.tenantId} and e.fact_id = ${facts.id} and e.model = ${model}), 0)`,
+        options.ids ? inArray(facts.id, [...options.ids]) : undefined,
+        options.after ? gt(facts.id, options.after) : undefined,
       ),
     )
     .orderBy(facts.id)
@@ -240,11 +250,43 @@ export async function removeModelVectors(db: Db, model: string): Promise<void> {
   await db.execute(sql`select retire_embedding_index(${model})`);
 }
 
+/** Vectors computed for a batch of one tenant's facts, not stored yet. */
+export interface ComputedBatch {
+  tenantId: string;
+  model: ModelInfo;
+  vectors: { id: string; version: number; embedding: number[] }[];
+  /** The last fact id read, to continue from (undefined: nothing was read). */
+  last: string | undefined;
+}
+
 /**
- * Embeds what one tenant still needs for `model`: the given facts, or (without ids) the next
- * batch of any. Reads the texts in one short transaction, calls the endpoint outside any
- * transaction, stores in another. Returns how many facts were embedded (0: nothing left).
+ * Computes the next batch of what one tenant still needs for `model`: the given facts, or (without
+ * ids) the next `batch` facts in id order after `after`. Reads the texts in one short transaction
+ * and asks the endpoint once for all of them, outside any transaction. Fewer vectors than `batch`:
+ * nothing was left after `after`.
  */
+export async function computeNextBatch(
+  db: Db,
+  provider: EmbeddingProvider,
+  tenantId: string,
+  model: ModelInfo,
+  options: { ids?: readonly string[] | undefined; batch: number; after?: string | undefined },
+): Promise<ComputedBatch> {
+  const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, options.batch, options));
+  if (pending.length === 0) return { tenantId, model, vectors: [], last: undefined };
+  const embeddings = await provider.embed(
+    pending.map((p) => p.text),
+    { expectedDims: model.dims },
+  );
+  return { tenantId, model, vectors: pending.map((p, i) => ({ id: p.id, version: p.version, embedding: embeddings[i]! })), last: pending.at(-1)!.id };
+}
+
+/** Stores a computed batch in one transaction (storeEmbeddings: only for facts still live at that version). */
+export async function storeBatch(db: Db, batch: ComputedBatch): Promise<number> {
+  return withTenant(db, batch.tenantId, (tx) => storeEmbeddings(tx, batch.tenantId, batch.model.model, batch.model.dims, batch.vectors));
+}
+
+/** Embeds one batch of what the tenant needs (computeNextBatch, then storeBatch); returns how many facts were read. */
 export async function embedPending(
   db: Db,
   provider: EmbeddingProvider,
@@ -252,14 +294,7 @@ export async function embedPending(
   model: ModelInfo,
   options: { ids?: readonly string[]; batch: number },
 ): Promise<number> {
-  const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, options.batch, options.ids));
-  if (pending.length === 0) return 0;
-  const vectors = await provider.embed(
-    pending.map((p) => p.text),
-    { expectedDims: model.dims },
-  );
-  await withTenant(db, tenantId, (tx) =>
-    storeEmbeddings(tx, tenantId, model.model, model.dims, pending.map((p, i) => ({ id: p.id, version: p.version, embedding: vectors[i]! }))),
-  );
-  return pending.length;
+  const computed = await computeNextBatch(db, provider, tenantId, model, options);
+  if (computed.vectors.length > 0) await storeBatch(db, computed);
+  return computed.vectors.length;
 }

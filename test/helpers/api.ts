@@ -180,7 +180,7 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
       ? {
           services: {
             embedder: { embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]! },
-            schedule: async (tenantId, fact) => void (await scheduleEmbedding(queues, tenantId, [fact])),
+            schedule: (tenantId) => scheduleEmbedding(queues, tenantId),
             configured: { model: server.model, endpoint: server.url },
           } satisfies EmbeddingServices,
           test: {

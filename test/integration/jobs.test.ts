@@ -8,13 +8,19 @@ import { z } from 'zod';
 import { withTenant } from '../../src/db/client.ts';
 import { outbox } from '../../src/db/schema.ts';
 import { dispatchOutbox, pendingOutbox, recordOutbox } from '../../src/jobs/outbox.ts';
-import { closeQueues, createQueues, defineQueue, type JobData, type Queues, reconcileQueue } from '../../src/jobs/queues.ts';
+import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
+import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
+import { closeQueues, createQueues, defineQueue, embedQueue, type JobData, type Queues, reconcileQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { checkRegistry, HandlerRegistryError, type JobHandler, startWorkers } from '../../src/jobs/worker.ts';
 import { createLogger } from '../../src/log.ts';
+import { ensureConfiguredModel } from '../../src/memory/embeddings.ts';
+import { embedHandler } from '../../workers/embed.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
+import { eventually as eventuallyHolds, sleep } from '../helpers/wait.ts';
 
 const logger = createLogger('error');
 
@@ -207,4 +213,133 @@ describe('jobs', () => {
     const stopped = await eventually(() => outboxRow(tenant, fatal!.id), (r) => r.failedAt !== null);
     expect(stopped).toMatchObject({ attempts: 1, lastError: 'fact was erased', doneAt: null });
   });
+});
+
+/**
+ * Embed jobs are per tenant, not per fact: however many writes ask, the endpoint sees batches of
+ * KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE, and a request never gets lost in the merge.
+ */
+describe('embed jobs', () => {
+  const BATCH = 16;
+  let t: TestDatabase;
+  let fake: FakeEmbeddings;
+  let providers: EmbeddingProviders;
+  let producer: Redis;
+  let connection: Redis;
+  let queues: Queues;
+  let workers: Worker<JobData>[] = [];
+  const prefix = `mnemo-test-${randomBytes(4).toString('hex')}`;
+
+  beforeAll(async () => {
+    [t, fake] = await Promise.all([createTestDatabase(), startFakeEmbeddings()]);
+    providers = createEmbeddingProviders({ kind: 'openai-compat', url: fake.url, model: fake.model, apiKey: undefined, batchSize: BATCH });
+    await ensureConfiguredModel(t.app.db, providers.configured);
+    producer = createRedis(inject('redisUrl'), 'producer');
+    connection = createRedis(inject('redisUrl'), 'worker');
+    queues = createQueues(producer, [embedQueue, reconcileQueue], prefix);
+  });
+
+  afterEach(async () => {
+    await Promise.all(workers.map((w) => w.close()));
+    workers = [];
+    fake.setMode({ kind: 'ok' });
+  });
+
+  afterAll(async () => {
+    await Promise.all([...queues.values()].map((q) => q.obliterate({ force: true })));
+    await closeQueues(queues);
+    await Promise.all([producer.quit(), connection.quit(), fake.close()]);
+    await t.drop();
+  });
+
+  const startEmbedWorker = (batchesPerJob?: number) => {
+    workers = startWorkers({
+      definitions: [embedQueue],
+      registry: { embed: embedHandler({ db: t.app.db, queues, providers, batch: BATCH, ...(batchesPerJob ? { batchesPerJob } : {}) }) },
+      connection,
+      prefix,
+      db: t.app.db,
+      logger,
+    });
+  };
+
+  /** `n` facts of a new tenant, written straight to the table (what many API writes leave). */
+  async function factsOf(tenantId: string, n: number): Promise<void> {
+    await t.admin.begin(async (sql) => {
+      await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
+      await sql`
+        insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at)
+        select ${tenantId}, gen_random_uuid(), 1, 'acme.note', jsonb_build_object('text', ${tenantId} || ' note ' || i), 'asserted', 'service', 'test', now(), now()
+        from generate_series(1, ${n}) i`;
+    });
+  }
+
+  /** Live facts of the tenant with exactly one vector at their version, and all of its live facts. */
+  async function vectors(tenantId: string): Promise<{ live: number; once: number }> {
+    const [row] = await t.admin<{ live: number; once: number }[]>`
+      select count(*)::int as live,
+             count(*) filter (where (select count(*) from fact_embeddings e where e.tenant_id = f.tenant_id and e.fact_id = f.id and e.version = f.version) = 1
+                              and (select count(*) from fact_embeddings e where e.tenant_id = f.tenant_id and e.fact_id = f.id) = 1)::int as once
+      from facts f where f.tenant_id = ${tenantId} and f.invalidated_at is null`;
+    return row!;
+  }
+
+  const allEmbedded = (tenantId: string, timeoutMs = 20_000) =>
+    eventuallyHolds(
+      async () => {
+        const v = await vectors(tenantId);
+        return v.once === v.live ? v : undefined;
+      },
+      timeoutMs,
+      async () => `not embedded: ${JSON.stringify(await vectors(tenantId))}`,
+      50,
+    );
+
+  const unfinished = async () =>
+    Object.values(await queues.get(embedQueue.name)!.getJobCounts('active', 'waiting', 'delayed', 'prioritized')).reduce((a, b) => a + b, 0);
+
+  it('200 writes of one tenant are one job, and the endpoint sees full batches', async () => {
+    const tenantId = uniqueTenant('embed-merge');
+    await factsOf(tenantId, 200);
+    // As 200 API writes do, concurrently: each asks for the tenant's vectors once it committed.
+    await Promise.all(Array.from({ length: 200 }, () => scheduleEmbedding(queues, tenantId)));
+    expect(await unfinished()).toBe(1);
+
+    const requestsBefore = fake.requests();
+    startEmbedWorker();
+    expect(await allEmbedded(tenantId)).toEqual({ live: 200, once: 200 });
+    expect(fake.requests() - requestsBefore).toBe(Math.ceil(200 / BATCH));
+    await eventuallyHolds(async () => (await unfinished()) === 0, 5000, () => 'the job did not finish');
+  });
+
+  it("a request while the tenant's job runs is kept: a fact committed after the job's last read is embedded without the reconciler", async () => {
+    const tenantId = uniqueTenant('embed-late');
+    await factsOf(tenantId, 1);
+    fake.setMode({ kind: 'slow', delayMs: 500 });
+    startEmbedWorker();
+    await scheduleEmbedding(queues, tenantId);
+    // The job has read the one fact and waits for the endpoint: a write commits and asks now.
+    await eventuallyHolds(async () => fake.inFlight() > 0, 5000, () => 'the job never asked the endpoint');
+    await factsOf(tenantId, 1);
+    await scheduleEmbedding(queues, tenantId);
+    fake.setMode({ kind: 'ok' });
+    expect(await allEmbedded(tenantId, 10_000)).toEqual({ live: 2, once: 2 });
+  });
+
+  it('one reconcile run hands a whole backlog to the pipeline, past what one job takes', async () => {
+    const tenantId = uniqueTenant('embed-backlog');
+    // More than the 1,000 facts a reconcile run used to hand over, and many jobs' share (8 × 16).
+    await factsOf(tenantId, 1500);
+    const reconcile = reconcileHandler({ db: t.app.db, queues, embeddings: { configured: providers.configured } });
+    const result = (await reconcile({}, { job: undefined as never, logger })) as { embedJobs: number };
+    expect(result.embedJobs).toBe(1);
+    const started = performance.now();
+    startEmbedWorker(8);
+    expect(await allEmbedded(tenantId, 60_000)).toEqual({ live: 1500, once: 1500 });
+    console.info(`[embed jobs] a backlog of 1,500 facts embedded in ${Math.round(performance.now() - started)} ms after one reconcile run`);
+    await sleep(100);
+    expect(await unfinished()).toBe(0);
+    // Nothing left: a second run asks for nothing.
+    expect(((await reconcile({}, { job: undefined as never, logger })) as { embedJobs: number }).embedJobs).toBe(0);
+  }, 90_000);
 });
