@@ -1,14 +1,22 @@
 /**
- * Keyword search ranked by BM25, in one SQL statement (DESIGN §5).
+ * Keyword search ranked by BM25 (DESIGN §5), at a cost that does not grow with the tenant
+ * (issue 12; docs/decisions.md "Keyword at scale").
  *
  * - A fact matches when it has ANY of the query's lexemes (quoted phrases and `-word` honoured,
- *   see search-query.ts); candidates come from the GIN index on (tenant_id, search_vector).
+ *   see search-query.ts); matches come from the GIN index on (tenant_id, search_vector).
  * - Term frequencies are the positions of each lexeme in the fact's tsvector (and in the query's:
- *   a word the query repeats weighs more, as in Robertson's BM25); the document
- *   length is `search_length` (tokens). Document frequencies, the number of documents and the
- *   average length are counted at query time over the facts this principal can see that are
- *   live and pass the filters — the corpus being searched — through the same GIN index. They
- *   are exact, never stale, and reveal nothing about facts the caller cannot see.
+ *   a word the query repeats weighs more, as in Robertson's BM25); the document length is
+ *   `search_length` (tokens).
+ * - Document frequencies, the number of documents and the average length are the tenant's
+ *   (drizzle/0008_keyword_statistics.sql, term-statistics.ts): every fact of the tenant that is not invalidated, whoever may see it and
+ *   whatever the filters. They are read, not counted, and are exact in the search's snapshot.
+ * - Top-k without scoring every match (MaxScore): the query's lexemes are ordered by the most
+ *   they can add to a score; the first ones (the rarest, as a rule), up to about
+ *   CANDIDATES.first documents holding them, are "essential", and only matches holding one of
+ *   them are scored, exactly, over all the query's lexemes. A match holding none of them scores
+ *   less than the sum of the other lexemes' bounds; when the depth-th scored fact reaches that
+ *   sum the answer is exact, otherwise more lexemes become essential and the search runs again,
+ *   up to CANDIDATES.max documents: past that the answer of that round is returned unproven.
  */
 import { and, type SQL, sql } from 'drizzle-orm';
 import { type Principal, visibleTo } from '../auth/permissions.ts';
@@ -24,9 +32,35 @@ import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from './search-
  */
 export const BM25 = { k1: 1.2, b: 0.6 } as const;
 
+/**
+ * Documents holding the essential lexemes in the first round, how much that grows in each further
+ * round, and the most a search reads: the answer of the round whose budget reaches `max` is
+ * returned even if not proven exact (measured in
+ * bench/keyword-scale.ts: see docs/decisions.md "Keyword at scale").
+ */
+export const CANDIDATES = { first: 2000, growth: 8, max: 16_000 } as const;
+
+export interface KeywordParams {
+  k1: number;
+  b: number;
+  candidates?: { first: number; growth: number; max: number };
+}
+
 export interface RankedId {
   id: string;
   score: number;
+}
+
+/** A searched lexeme: its tsquery (as stored, no stemming), weight in the query and tenant statistics. */
+interface Term {
+  lexeme: string;
+  query: string;
+  qtf: number;
+  df: number;
+  /** qtf × idf. */
+  weight: number;
+  /** The most this lexeme can add to a score: weight × (k1 + 1). */
+  bound: number;
 }
 
 const termQuery = (term: SearchTerm) =>
@@ -39,8 +73,8 @@ const termQuery = (term: SearchTerm) =>
  * The work is bounded whatever the query's length (issue 10, defect 10): of its words, the first
  * SEARCH_LEXEMES_MAX distinct ones that are not stop words are searched (each as
  * `plainto_tsquery` reads it, so matching is as before for any query within the limit), plus a
- * few phrases (search-query.ts); each searched lexeme costs one index count, and the candidates
- * are the facts holding one of them.
+ * few phrases (search-query.ts). Whatever the tenant's size, one statement reads the statistics
+ * of those lexemes, and each scoring round reads the facts holding its essential lexemes.
  */
 export async function keywordSearch(
   tx: Tx,
@@ -48,22 +82,19 @@ export async function keywordSearch(
   query: string,
   corpus: SQL[],
   depth: number,
-  params: { k1: number; b: number } = BM25,
+  params: KeywordParams = BM25,
 ): Promise<RankedId[]> {
+  const candidates = params.candidates ?? CANDIDATES;
   const { include, exclude, includedText } = parseSearchQuery(query);
-  if (include.length === 0) return [];
+  if (include.length === 0 || depth <= 0) return [];
 
   const words = include.filter((t) => !t.phrase).map((t) => t.text);
   const phrases = include.filter((t) => t.phrase);
   const phraseText = phrases.map((t) => t.text).join(' ');
   const anyPhrase = phrases.map((t) => sql` || ${termQuery(t)}`);
   const excluded = exclude.map((t) => sql` && !! ${termQuery(t)}`);
-  const searchable = and(visibleTo(principal, facts), ...corpus)!;
-  // Constants inline: as parameters their type could not be inferred inside the arithmetic.
-  const k1 = sql.raw(String(Number(params.k1)));
-  const b = sql.raw(String(Number(params.b)));
 
-  const rows = (await tx.execute(sql`
+  const [stats] = (await tx.execute(sql`
     with kept as materialized (
       -- The first distinct words that are not stop words, one tsquery each.
       select q, (array_agg(word order by ord))[1] as word
@@ -76,42 +107,97 @@ export async function keywordSearch(
       order by min(ord)
       limit ${SEARCH_LEXEMES_MAX}
     ),
-    matching as materialized (
-      select (coalesce((select string_agg('(' || q::text || ')', ' | ')::tsquery from kept), ''::tsquery)${sql.join(anyPhrase, sql``)})${sql.join(excluded, sql``)} as q
-    ),
     terms as materialized (
-      select lexeme, mnemo_lexeme_query(lexeme) as q, coalesce(array_length(positions, 1), 1)::float8 as qtf
+      select lexeme, coalesce(array_length(positions, 1), 1)::float8 as qtf
       from unnest(to_tsvector('english', ${includedText}))
       where lexeme = any(tsvector_to_array(to_tsvector('english', coalesce((select string_agg(word, ' ') from kept), '') || ' ' || ${phraseText})))
     ),
-    corpus as materialized (
-      select count(*)::float8 as n, coalesce(avg(search_length), 0)::float8 as avgdl
-      from facts where ${searchable}
+    -- Statistics: folded plus pending (drizzle/0008_keyword_statistics.sql), in this snapshot.
+    pending_terms as (
+      select l.lexeme, sum(l.n)::float8 as documents
+      from keyword_stat_changes c, unnest(c.lexemes, c.counts) as l(lexeme, n)
+      where c.tenant_id = mnemo_current_tenant() and l.lexeme in (select lexeme from terms)
+      group by l.lexeme
     ),
-    -- Materialized: each term's frequency is counted once, not once per candidate row.
-    frequencies as materialized (
-      select t.lexeme, t.qtf, (select count(*) from facts where ${searchable} and search_vector @@ t.q)::float8 as df
-      from terms t
-    ),
-    candidates as (
-      select id, search_vector, search_length from facts
-      where ${searchable} and search_vector @@ (select q from matching)
+    corpus as (
+      select coalesce(sum(documents), 0) as documents, coalesce(sum(tokens), 0) as tokens from (
+        select documents, tokens from keyword_corpus_stats where tenant_id = mnemo_current_tenant()
+        union all
+        select documents, tokens from keyword_stat_changes where tenant_id = mnemo_current_tenant()
+      ) s
     )
-    select c.id,
-      sum(
-        f.qtf * ln(1 + (corpus.n - f.df + 0.5) / (f.df + 0.5))
-        * (v.tf * (${k1} + 1))
-        / (v.tf + ${k1} * (1 - ${b} + ${b} * c.search_length / greatest(corpus.avgdl, 1)))
-      ) as score
-    from candidates c
-    cross join corpus
-    cross join lateral (
-      select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf from unnest(c.search_vector)
-    ) v
-    join frequencies f on f.lexeme = v.lexeme
-    group by c.id
-    order by score desc, c.id desc
-    limit ${depth}
-  `)) as unknown as { id: string; score: number | string }[];
-  return rows.map((row) => ({ id: row.id, score: Number(row.score) }));
+    select
+      ((coalesce((select string_agg('(' || q::text || ')', ' | ')::tsquery from kept), ''::tsquery)${sql.join(anyPhrase, sql``)})${sql.join(excluded, sql``)})::text as matching,
+      (select documents from corpus)::float8 as documents,
+      (select tokens from corpus)::float8 as tokens,
+      (select coalesce(json_agg(json_build_object(
+          'lexeme', t.lexeme, 'query', mnemo_lexeme_query(t.lexeme)::text, 'qtf', t.qtf,
+          'df', coalesce(s.documents, 0) + coalesce(p.documents, 0))), '[]')
+        from terms t
+        left join keyword_term_stats s on s.tenant_id = mnemo_current_tenant() and s.lexeme = t.lexeme
+        left join pending_terms p on p.lexeme = t.lexeme) as terms
+  `)) as unknown as { matching: string; documents: number; tokens: number; terms: Omit<Term, 'weight' | 'bound'>[] }[];
+  if (!stats || stats.terms.length === 0 || !stats.matching) return [];
+
+  const documents = Math.max(Number(stats.documents), 0);
+  const avgdl = documents > 0 ? Number(stats.tokens) / documents : 0;
+  const terms: Term[] = stats.terms
+    .map((t) => {
+      const df = Math.max(Number(t.df), 0);
+      const weight = t.qtf * Math.log(1 + (documents - df + 0.5) / (df + 0.5));
+      return { ...t, df, weight, bound: weight * (params.k1 + 1) };
+    })
+    .sort((x, y) => y.bound - x.bound || x.df - y.df);
+
+  const searchable = and(visibleTo(principal, facts), ...corpus)!;
+  const weights = JSON.stringify(terms.map(({ lexeme, weight }) => ({ lexeme, weight })));
+  // Constants inline: as parameters their type could not be inferred inside the arithmetic.
+  const k1 = sql.raw(String(Number(params.k1)));
+  const b = sql.raw(String(Number(params.b)));
+  const score = async (essential: readonly Term[]) =>
+    (await tx.execute(sql`
+      with weights as materialized (
+        select lexeme, weight from jsonb_to_recordset(${weights}::jsonb) as w(lexeme text, weight float8)
+      ),
+      searched as materialized (select array_agg(lexeme) as lexemes from weights)
+      select facts.id,
+        sum(
+          w.weight * (v.tf * (${k1} + 1))
+          / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
+        ) as score
+      from facts
+      -- Only the searched lexemes of each document are unnested: setweight marks them (every
+      -- position of a search document has weight D, see mnemo_search_document) and ts_filter keeps
+      -- them, in C; unnesting whole documents cost more than reading them.
+      cross join lateral (
+        select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
+        from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
+      ) v
+      join weights w on w.lexeme = v.lexeme
+      -- The GIN index on (tenant_id, search_vector) answers the tenant (as a constant, besides
+      -- row-level security's expression) and the essential lexemes; the whole query is checked
+      -- on those rows only (ts_match_vq is @@ in a form the planner does not take to the index,
+      -- where its common lexemes would make the index look too dear to use).
+      where facts.tenant_id = ${principal.tenantId}
+        and facts.search_vector @@ ${essential.map((t) => t.query).join(' | ')}::tsquery
+        and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
+        and ${searchable}
+      group by facts.id
+      order by score desc, facts.id desc
+      limit ${depth}
+    `)) as unknown as { id: string; score: number | string }[];
+
+  let essential = 0;
+  for (let budget = candidates.first; ; budget *= candidates.growth) {
+    // At least one more lexeme each round, then as many as the budget of documents allows.
+    let holding = terms.slice(0, essential).reduce((sum, t) => sum + t.df, 0);
+    do holding += terms[essential++]!.df;
+    while (essential < terms.length && holding + terms[essential]!.df <= budget);
+    const rows = await score(terms.slice(0, essential));
+    const others = terms.slice(essential).reduce((sum, t) => sum + t.bound, 0);
+    const last = rows[depth - 1];
+    if (essential === terms.length || budget >= candidates.max || (last && Number(last.score) >= others)) {
+      return rows.map((row) => ({ id: row.id, score: Number(row.score) }));
+    }
+  }
 }

@@ -15,6 +15,9 @@ const tenantTables = [
   'fact_revisions',
   'facts',
   'idempotency_keys',
+  'keyword_corpus_stats',
+  'keyword_stat_changes',
+  'keyword_term_stats',
   'outbox',
 ];
 
