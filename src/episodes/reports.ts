@@ -44,7 +44,7 @@ export class ReportNotFound extends AppError {
 }
 
 /** The params a report runs with: the lists are cut to the default unless the request says otherwise. */
-const withDefaults = (params: ReportRequest): ReportRequest => ({ limit: REPORT_LIST_DEFAULT, ...params });
+const withDefaults = (params: ReportRequest): ReportRequest => ({ ...params, limit: params.limit ?? REPORT_LIST_DEFAULT });
 
 /** The columns of a report's summary: the history lists them without reading stored results. */
 const summaryColumns = {

@@ -126,7 +126,9 @@ const scopeOf = (keys: ScopeFilter): ScopeFilter | undefined => {
 
 export function episodeRoutes({ db, logger, queues }: EpisodeRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
-  const report = (c: Context<AppEnv>, params: ReportParams) => coverageReport(ctx(c), { limit: REPORT_LIST_DEFAULT, ...params });
+  // `limit` is always a key of the parsed query, undefined when not given: a default spread under
+  // it would be overwritten, and the lists would come back whole.
+  const report = (c: Context<AppEnv>, params: ReportParams) => coverageReport(ctx(c), { ...params, limit: params.limit ?? REPORT_LIST_DEFAULT });
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(reportRoute, async (c) => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nightlySchedulerId, requestReport } from '../../src/episodes/reports.ts';
+import { REPORT_LIST_DEFAULT } from '../../src/episodes/schemas.ts';
 import { reportQueue } from '../../src/jobs/queues.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
 import { reportHandler } from '../../workers/report.ts';
@@ -149,6 +150,32 @@ describe('episodic memory', () => {
       expect(paths(page.body.unmerged)).toEqual(['episodes/d.md', 'episodes/e.md']);
       const none = await report(admin, '?limit=0');
       expect(none.body).toMatchObject({ episodic_count: 5, unmerged_count: 3, episodic_files: [], unmerged: [] });
+    });
+
+    it(`without limit, the lists hold the first ${REPORT_LIST_DEFAULT} entries (the default), the counts all`, async () => {
+      const { tenantId, admin } = await api.newTenant('default-limit');
+      const episodes = REPORT_LIST_DEFAULT + 200;
+      // Straight into the table: more episodes than the default page, unmerged.
+      await api.db.admin.begin(async (sql) => {
+        await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
+        await sql`
+          insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, episode_id, path)
+          select ${tenantId}, gen_random_uuid(), 1, 'kiwi.page', jsonb_build_object('text', 'episode ' || i), 'asserted', 'service', 'test', now(), now(),
+                 'episodic', 'ep-' || i, 'episodes/' || lpad(i::text, 5, '0') || '.md'
+          from generate_series(1, ${episodes}::int) i`;
+      });
+      for (const path of ['/v1/memory/report', '/api/kiwi/memory/report']) {
+        const whole = await api.request('GET', path, { token: admin });
+        expect(whole.status).toBe(200);
+        expect(whole.body).toMatchObject({ episodic_count: episodes, unmerged_count: episodes });
+        expect(whole.body.episodic_files, path).toHaveLength(REPORT_LIST_DEFAULT);
+        expect(whole.body.unmerged, path).toHaveLength(REPORT_LIST_DEFAULT);
+        expect(whole.body.unmerged.at(-1).path).toBe(`episodes/0${REPORT_LIST_DEFAULT}.md`);
+      }
+      // The next page, and a limit given explicitly, still apply.
+      const rest = await report(admin, `?offset=${REPORT_LIST_DEFAULT}`);
+      expect(paths(rest.body.unmerged)).toHaveLength(200);
+      expect((await report(admin, `?limit=${episodes}`)).body.unmerged).toHaveLength(episodes);
     });
 
     it.each(['?limit=-1', '?offset=-3', '?limit=1.5', '?offset=x', '?limit=10001', '?episodes_prefix=raw/'])('refuses %s with 400', async (query) => {
