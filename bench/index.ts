@@ -39,6 +39,7 @@ import {
   SEARCH_MODES,
   type SearchMode,
 } from './ir.ts';
+import { runCalibration } from './calibrate.ts';
 import { type Latency, measureRetrievalLatency, type RetrievalLatencies } from './latency.ts';
 
 /** Mean nDCG@10 of the BM25 reference (shared/data/ir), as quoted by the retrieval issue. */
@@ -76,6 +77,10 @@ const admin = (tenantId: string): Principal => ({
 });
 
 async function main(): Promise<void> {
+  if (process.argv.includes('--calibrate')) {
+    await runCalibration(process.argv.slice(2), process.env);
+    return;
+  }
   const serverUrl = process.env.DATABASE_ADMIN_URL ?? process.env.DATABASE_URL;
   if (!serverUrl) {
     throw new Error('npm run bench needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');

@@ -180,20 +180,17 @@ export interface FusionVariant {
   semanticWeight: number;
 }
 
-/**
- * Mean nDCG@10 of RRF variants over the same two lists per query (keyword and semantic, each
- * `depth` deep, as retrieve() computes them for mode "both"), fused with fuse() and another k or
- * semantic weight. For comparing fusion settings; retrieve() itself uses RRF_K and weights 1/1.
- */
-export async function fusionSweep(
+/** Each judged query's keyword and semantic lists, as retrieve() computes them for mode "both". */
+export type FusionLists = Map<string, { keyword: RankedId[]; semantic: RankedId[] }>;
+
+/** The keyword and semantic lists of every judged query, each `depth` deep (computed once, fused many ways). */
+export async function fusionLists(
   ctx: RetrievalContext & { embedder: QueryEmbedder },
   model: ModelInfo,
   collection: Collection,
-  docOf: ReadonlyMap<string, string>,
-  variants: readonly FusionVariant[],
   depth = FUSION_DEPTH,
-): Promise<number[]> {
-  const lists = new Map<string, { keyword: RankedId[]; semantic: RankedId[] }>();
+): Promise<FusionLists> {
+  const lists: FusionLists = new Map();
   for (const query of collection.queries) {
     const vector = await ctx.embedder.embed(model.model, query.text);
     lists.set(
@@ -204,16 +201,54 @@ export async function fusionSweep(
       })),
     );
   }
+  return lists;
+}
+
+/** Mean nDCG@10 of RRF (fuse()) over precomputed lists, keyword weight 1. */
+export function fusedNdcg(
+  collection: Collection,
+  docOf: ReadonlyMap<string, string>,
+  lists: FusionLists,
+  { k, semanticWeight }: FusionVariant,
+): Promise<number> {
+  return meanNdcg10(collection, docOf, async (query, limit) => {
+    const { keyword, semantic } = lists.get(query)!;
+    return fuse([{ ranked: keyword, weight: 1 }, { ranked: semantic, weight: semanticWeight }], k)
+      .slice(0, limit)
+      .map((r) => r.id);
+  });
+}
+
+/** Mean nDCG@10 of one list alone (keyword or semantic) over precomputed lists. */
+export function singleListNdcg(
+  collection: Collection,
+  docOf: ReadonlyMap<string, string>,
+  lists: FusionLists,
+  which: 'keyword' | 'semantic',
+): Promise<number> {
+  return meanNdcg10(collection, docOf, async (query, limit) =>
+    lists
+      .get(query)!
+      [which].slice(0, limit)
+      .map((r) => r.id),
+  );
+}
+
+/**
+ * Mean nDCG@10 of RRF variants over the same two lists per query (keyword and semantic, each
+ * `depth` deep, as retrieve() computes them for mode "both"), fused with fuse() and another k or
+ * semantic weight. For comparing fusion settings.
+ */
+export async function fusionSweep(
+  ctx: RetrievalContext & { embedder: QueryEmbedder },
+  model: ModelInfo,
+  collection: Collection,
+  docOf: ReadonlyMap<string, string>,
+  variants: readonly FusionVariant[],
+  depth = FUSION_DEPTH,
+): Promise<number[]> {
+  const lists = await fusionLists(ctx, model, collection, depth);
   const scores: number[] = [];
-  for (const { k, semanticWeight } of variants) {
-    scores.push(
-      await meanNdcg10(collection, docOf, async (query, limit) => {
-        const { keyword, semantic } = lists.get(query)!;
-        return fuse([{ ranked: keyword, weight: 1 }, { ranked: semantic, weight: semanticWeight }], k)
-          .slice(0, limit)
-          .map((r) => r.id);
-      }),
-    );
-  }
+  for (const variant of variants) scores.push(await fusedNdcg(collection, docOf, lists, variant));
   return scores;
 }

@@ -67,6 +67,14 @@ const environmentSchema = z
     KINDGI_MEMORY_EMBEDDINGS_URL: optionalUrl(httpUrl),
     KINDGI_MEMORY_EMBEDDINGS_MODEL: optionalText,
     KINDGI_MEMORY_EMBEDDINGS_API_KEY: optionalText,
+    MNEMO_SEMANTIC_WEIGHT: z.preprocess(
+      (value) => (value === '' ? undefined : value),
+      z.coerce
+        .number({ message: 'must be a number from 0 to 100' })
+        .min(0, 'must be a number from 0 to 100')
+        .max(100, 'must be a number from 0 to 100')
+        .optional(),
+    ),
     KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: z.preprocess(
       (value) => (value === undefined || value === '' ? 64 : value),
       z.coerce.number().int('must be a whole number').min(1, 'must be between 1 and 2048').max(2048, 'must be between 1 and 2048'),
@@ -161,7 +169,15 @@ export interface Config {
   };
   embeddings:
     | { kind: 'none' }
-    | { kind: 'openai-compat'; url: string; model: string; apiKey: string | undefined; batchSize: number };
+    | {
+        kind: 'openai-compat';
+        url: string;
+        model: string;
+        apiKey: string | undefined;
+        batchSize: number;
+        /** MNEMO_SEMANTIC_WEIGHT: the model's weight in `both`; unset, its measured default or 1 (DESIGN §5). */
+        semanticWeight?: number | undefined;
+      };
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** BullMQ key prefix in Redis, so several deployments can share one Redis. */
   queuePrefix: string;
@@ -245,6 +261,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
             model: e.KINDGI_MEMORY_EMBEDDINGS_MODEL!,
             apiKey: e.KINDGI_MEMORY_EMBEDDINGS_API_KEY,
             batchSize: e.KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE,
+            semanticWeight: e.MNEMO_SEMANTIC_WEIGHT,
           }
         : { kind: 'none' },
     logLevel: e.LOG_LEVEL,

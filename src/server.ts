@@ -84,6 +84,7 @@ function embeddingServices(config: Config, queues: Queues, logger: Logger): Embe
   return {
     embedder: {
       embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]!,
+      semanticWeight: providers.semanticWeight,
     },
     // Redis being away delays the vector, never the write: the reconciler finds the fact later.
     // One request per tenant however many facts were written: the job reads them from Postgres.

@@ -12,6 +12,8 @@ export interface EmbeddingProviders {
   /** The configured model (KINDGI_MEMORY_EMBEDDINGS_MODEL). */
   readonly configured: EmbeddingProvider;
   forModel(model: string): EmbeddingProvider;
+  /** A model's weight in `both` under this configuration (semanticWeightOf). */
+  semanticWeight(model: string): number;
 }
 
 export function createEmbeddingProviders(
@@ -33,5 +35,24 @@ export function createEmbeddingProviders(
     }
     return provider;
   };
-  return { configured: forModel(embeddings.model), forModel };
+  return { configured: forModel(embeddings.model), forModel, semanticWeight: (model) => semanticWeightOf(model, embeddings) };
+}
+
+/**
+ * The semantic list's weight in `both` for models Mnemo has measured (DESIGN §5; the sweep is in
+ * docs/decisions.md, "Fusion weights per model", and `npm run bench -- --calibrate` repeats it for
+ * any model). USE lite is a small model: at equal weights it drags the keyword list down on every
+ * classic collection measured.
+ */
+export const MEASURED_SEMANTIC_WEIGHTS: Readonly<Record<string, number>> = { 'use-lite-512': 0.075 };
+
+/**
+ * The semantic weight of the model serving a search: the operator's MNEMO_SEMANTIC_WEIGHT for the
+ * configured model, else the measured default of a known model, else 1 (standard RRF). The
+ * operator's weight is for the model they configured: during a switch the model still serving
+ * keeps its own default.
+ */
+export function semanticWeightOf(model: string, configured?: { model: string; semanticWeight?: number | undefined }): number {
+  if (configured?.semanticWeight !== undefined && configured.model === model) return configured.semanticWeight;
+  return MEASURED_SEMANTIC_WEIGHTS[model] ?? 1;
 }

@@ -5,12 +5,14 @@
  */
 import { and, desc, type SQL } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
+import { type Tx, withTenant } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
+import { semanticWeightOf } from '../embeddings/registry.ts';
 import { EmbeddingsUnavailable } from '../embeddings/provider.ts';
 import { AppError } from '../errors.ts';
 import { appliesIn, live, typeIn, validAt } from './conditions.ts';
 import { type MemoryContext, inTenantTransaction } from './context.ts';
-import { servingModel } from './embeddings.ts';
+import { type ModelInfo, servingModel } from './embeddings.ts';
 import { ScopeMismatch } from './errors.ts';
 import { factsByIds } from './facts.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
@@ -27,6 +29,8 @@ export const SEMANTIC_UNAVAILABLE_MESSAGE =
 /** Embeds a search query with a given model (the serving model, which may not be the configured one during a switch). */
 export interface QueryEmbedder {
   embed(model: string, text: string): Promise<number[]>;
+  /** The model's weight in `both` (DESIGN §5); absent, the measured default of a known model, else 1. */
+  semanticWeight?(model: string): number;
 }
 
 export interface RetrievalContext extends MemoryContext {
@@ -53,6 +57,16 @@ export function fuse(lists: readonly { ranked: readonly RankedId[]; weight: numb
     .map(([id, { score }]) => ({ id, score }));
 }
 
+type Degraded = NonNullable<Journal['degraded']>;
+
+/** The query embedded with the model that served when the search started, or why there is none. */
+type QueryVector = { model: ModelInfo; vector: number[] } | { degraded: Degraded };
+
+/** The semantic list, with the model whose vectors it searched, or why there is none. */
+type SemanticList = { model: ModelInfo; ranked: RankedId[] } | { degraded: Degraded };
+
+const ENDPOINT_DOWN_MESSAGE = 'The embeddings endpoint is not answering; try again, or use mode "keyword"';
+
 export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promise<RetrieveResult> {
   const started = performance.now();
   const mode = body.mode ?? 'both';
@@ -64,66 +78,163 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   const corpus: SQL[] = [live(), ...typeIn(facts.type, body.type, body.types)];
   if (body.scope) corpus.push(appliesIn(scope));
   if (body.validAt) corpus.push(validAt(facts, new Date(body.validAt)));
+  const searchable = and(visibleTo(ctx.principal, facts), ...corpus)!;
+  const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => ({
+    results,
+    journal: { ...journal, tookMs: Math.round((performance.now() - started) * 10) / 10 },
+  });
 
-  // One snapshot for the whole search: the serving model and its vectors are read together, so a
-  // model switch committing meanwhile (which deletes the old vectors) cannot empty the answer.
-  return inTenantTransaction(ctx, async (tx) => {
-    const journal: Omit<Journal, 'tookMs'> = { mode };
-    let ranked: RankedId[] | null;
-
-    if (mode === 'list') {
-      const rows = await tx
-        .select({ id: facts.id })
-        .from(facts)
-        .where(and(visibleTo(ctx.principal, facts), ...corpus))
-        .orderBy(desc(facts.id))
-        .limit(limit);
+  if (mode === 'list') {
+    return inTenantTransaction(ctx, async (tx) => {
+      const rows = await tx.select({ id: facts.id }).from(facts).where(searchable).orderBy(desc(facts.id)).limit(limit);
       const found = await factsByIds(tx, rows.map((r) => r.id));
-      return finish(rows.map((r) => ({ fact: found.get(r.id)!, score: null })));
-    }
+      return finish({ mode }, rows.map((r) => ({ fact: found.get(r.id)!, score: null })));
+    }, SNAPSHOT);
+  }
 
-    const depth = mode === 'both' ? Math.max(FUSION_DEPTH, limit) : limit;
-    const keyword = mode === 'semantic' ? [] : await keywordSearch(tx, ctx.principal, body.query!, corpus, depth);
+  const query = body.query!;
+  const depth = mode === 'both' ? Math.max(FUSION_DEPTH, limit) : limit;
+  const keyword = (tx: Tx) => keywordSearch(tx, ctx.principal, query, corpus, depth);
+  const semantic = (tx: Tx, embedded: QueryVector) => semanticList(ctx, tx, query, embedded, corpus, depth);
+  // The query is embedded before the semantic search takes a connection (and while the keyword
+  // search of `both` runs): a slow endpoint must not hold a database connection.
+  const embedded = mode === 'keyword' ? undefined : embedQuery(ctx, query);
 
-    let semantic: RankedId[] | undefined;
-    if (mode !== 'keyword') {
-      if (!ctx.embedder) {
-        journal.degraded = 'no-embeddings';
-      } else {
-        const model = await servingModel(tx);
-        if (!model) {
-          journal.degraded = 'embeddings-pending';
-        } else {
-          journal.embeddingModel = model.model;
-          try {
-            const vector = await ctx.embedder.embed(model.model, body.query!);
-            semantic = await semanticSearch(tx, ctx.principal, model, vector, corpus, depth);
-          } catch (error) {
-            if (!(error instanceof EmbeddingsUnavailable)) throw error;
-            if (mode === 'semantic') throw new AppError('unavailable', 'The embeddings endpoint is not answering; try again, or use mode "keyword"');
-            journal.degraded = 'embeddings-unavailable';
-          }
-        }
-      }
-    }
-
-    if (mode === 'keyword') ranked = keyword;
-    else if (mode === 'semantic') ranked = semantic ?? [];
-    else if (semantic === undefined) ranked = keyword;
-    else {
-      ranked = fuse([
-        { ranked: keyword, weight: body.weights?.keyword ?? 1 },
-        { ranked: semantic, weight: body.weights?.semantic ?? 1 },
-      ]);
-    }
+  /** The facts of the fused or single list, best first, loaded in one statement. */
+  const load = async (tx: Tx, ranked: RankedId[], journal: Omit<Journal, 'tookMs'>) => {
     const top = ranked.slice(0, limit);
-    const found = await factsByIds(tx, top.map((r) => r.id));
-    return finish(top.map((r) => ({ fact: found.get(r.id)!, score: r.score })));
+    const found = await factsByIds(tx, top.map((r) => r.id), searchable);
+    return finish(journal, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : [])));
+  };
 
-    function finish(results: { fact: Fact; score: number | null }[]): RetrieveResult {
-      return { results, journal: { ...journal, tookMs: Math.round((performance.now() - started) * 10) / 10 } };
+  if (mode === 'keyword') return inTenantTransaction(ctx, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT);
+
+  if (mode === 'semantic') {
+    const vector = await embedded!;
+    if ('degraded' in vector && vector.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
+    return inTenantTransaction(ctx, async (tx) => {
+      const list = await semantic(tx, vector);
+      if (!('degraded' in list)) return load(tx, list.ranked, { mode, embeddingModel: list.model.model });
+      if (list.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
+      return finish({ mode, degraded: list.degraded }, []);
+    }, SNAPSHOT);
+  }
+
+  const fuseAndLoad = (tx: Tx, keywordList: RankedId[], list: SemanticList) => {
+    if ('degraded' in list) {
+      // Keyword alone, by its own scores: the semantic list took no part.
+      return load(tx, keywordList, { mode, degraded: list.degraded, weights: { keyword: body.weights?.keyword ?? 1, semantic: 0 } });
     }
-  }, SNAPSHOT);
+    const model = list.model.model;
+    const weights = {
+      keyword: body.weights?.keyword ?? 1,
+      semantic: body.weights?.semantic ?? ctx.embedder?.semanticWeight?.(model) ?? semanticWeightOf(model),
+    };
+    const ranked = fuse([
+      { ranked: keywordList, weight: weights.keyword },
+      { ranked: list.ranked, weight: weights.semantic },
+    ]);
+    return load(tx, ranked, { mode, embeddingModel: model, weights });
+  };
+
+  if (ctx.tx) {
+    // A transaction given (and so one connection): the two searches one after the other.
+    const tx = ctx.tx;
+    const vector = await embedded!;
+    return fuseAndLoad(tx, await keyword(tx), await semantic(tx, vector));
+  }
+  return bothConcurrently(ctx, keyword, embedded!, semantic, fuseAndLoad);
 }
 
 const SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'read only' } as const;
+
+/**
+ * The keyword and semantic searches of `both` at once, each in a read-only snapshot on its own
+ * connection under the tenant (row-level security applies to both); the semantic half opens its
+ * transaction only once the query is embedded. Whichever finishes second fuses and loads the facts
+ * in its still open transaction, so no connection sits idle waiting for the other. The snapshots
+ * may differ by the milliseconds between them: the load filters the ids again (visible, live,
+ * valid), so a fact deleted in between is left out rather than shown deleted.
+ */
+async function bothConcurrently(
+  ctx: RetrievalContext,
+  keyword: (tx: Tx) => Promise<RankedId[]>,
+  embedded: Promise<QueryVector>,
+  semantic: (tx: Tx, vector: QueryVector) => Promise<SemanticList>,
+  fuseAndLoad: (tx: Tx, keyword: RankedId[], semantic: SemanticList) => Promise<RetrieveResult>,
+): Promise<RetrieveResult> {
+  let keywordList: RankedId[] | undefined;
+  let semanticResult: SemanticList | undefined;
+  const lastLoads = (tx: Tx) => (keywordList && semanticResult ? fuseAndLoad(tx, keywordList, semanticResult) : undefined);
+  const open = <T>(fn: (tx: Tx) => Promise<T>) => withTenant(ctx.db, ctx.principal.tenantId, fn, SNAPSHOT);
+  const [first, second] = await Promise.all([
+    open(async (tx) => {
+      keywordList = await keyword(tx);
+      return lastLoads(tx);
+    }),
+    embedded.then((vector) =>
+      open(async (tx) => {
+        semanticResult = await semantic(tx, vector);
+        return lastLoads(tx);
+      }),
+    ),
+  ]);
+  return (first ?? second)!;
+}
+
+/**
+ * The model that served the last search on each database handle. A search embeds its query with
+ * it before taking a connection, and its snapshot checks it (semanticList), so a stale entry costs
+ * one more embedding call after a switch, never a wrong answer; it saves a read per search.
+ */
+const lastServing = new WeakMap<object, ModelInfo>();
+
+/** Embeds the query with the serving model, before any search holds a connection. */
+async function embedQuery(ctx: RetrievalContext, query: string): Promise<QueryVector> {
+  if (!ctx.embedder) return { degraded: 'no-embeddings' };
+  // `embedding_models` is not per tenant: one statement, no transaction.
+  const model = lastServing.get(ctx.db) ?? (await servingModel(ctx.db));
+  if (!model) return { degraded: 'embeddings-pending' };
+  return embedWith(ctx.embedder, model, query);
+}
+
+async function embedWith(embedder: QueryEmbedder, model: ModelInfo, query: string): Promise<QueryVector> {
+  try {
+    return { model, vector: await embedder.embed(model.model, query) };
+  } catch (error) {
+    if (error instanceof EmbeddingsUnavailable) return { degraded: 'embeddings-unavailable' };
+    throw error;
+  }
+}
+
+/**
+ * The semantic list in `tx`'s snapshot. The serving model is read again there, with the vectors
+ * it is about to search, so a model switch that committed while the query was being embedded
+ * (which deletes the old model's vectors) cannot empty the answer: the query is then embedded
+ * again with the model this snapshot serves. That is rare, and only then does a connection wait
+ * on the endpoint.
+ */
+async function semanticList(
+  ctx: RetrievalContext,
+  tx: Tx,
+  query: string,
+  embedded: QueryVector,
+  corpus: SQL[],
+  depth: number,
+): Promise<SemanticList> {
+  if ('degraded' in embedded) return embedded;
+  // Sent together (one round trip): the check and the search it is likely to confirm.
+  const [model, ranked] = await Promise.all([
+    servingModel(tx),
+    semanticSearch(tx, ctx.principal, embedded.model, embedded.vector, corpus, depth),
+  ]);
+  if (!model) {
+    lastServing.delete(ctx.db);
+    return { degraded: 'embeddings-pending' };
+  }
+  lastServing.set(ctx.db, model);
+  if (model.model === embedded.model.model) return { model, ranked };
+  const again = await embedWith(ctx.embedder!, model, query);
+  if ('degraded' in again) return again;
+  return { model, ranked: await semanticSearch(tx, ctx.principal, model, again.vector, corpus, depth) };
+}

@@ -306,6 +306,13 @@ export const JournalSchema = z
     mode: z.enum(retrievalModes),
     degraded: z.enum(['no-embeddings', 'embeddings-unavailable', 'embeddings-pending']).optional(),
     embeddingModel: z.string().optional(),
+    weights: z
+      .object({ keyword: z.number(), semantic: z.number() })
+      .optional()
+      .openapi({
+        description:
+          'Mode "both": the weights the two lists were fused with (the request\'s, else keyword 1 and the serving model\'s semantic weight); semantic 0 when the search degraded to keyword alone',
+      }),
     tookMs: z.number(),
   })
   .openapi('Journal');

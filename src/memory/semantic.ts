@@ -44,39 +44,44 @@ export async function semanticSearch(
   const joined = sql`fact_embeddings e join facts on facts.tenant_id = e.tenant_id and facts.id = e.fact_id`;
   const modelIs = sql`e.model = ${literal(model.model)}`;
 
-  let strategy = force;
-  if (!strategy) {
-    const [count] = (await tx.execute(sql`
-      select count(*)::int as n from (select 1 from ${joined} where ${modelIs} and ${candidates} limit ${EXACT_SCAN_LIMIT + 1}) capped
-    `)) as unknown as [{ n: number }];
-    strategy = count.n <= EXACT_SCAN_LIMIT ? 'exact' : 'hnsw';
-  }
-
-  let rows: { id: string; distance: number | string }[];
-  if (strategy === 'exact') {
-    // `+ 0` keeps the planner off the index: an exact ordering over the candidates.
-    rows = (await tx.execute(sql`
-      select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance
+  // The two statements below go out together (pipelined: one round trip). The choice of strategy is
+  // made inside the search statement: each branch runs only when its one-time filter holds.
+  const ef = Math.max(40, Math.min(1000, depth));
+  const settings = tx.execute(
+    sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true)`,
+  );
+  const few =
+    force === undefined
+      ? sql`(select count(*) from (select 1 from ${joined} where ${modelIs} and ${candidates} limit ${EXACT_SCAN_LIMIT + 1}) capped) <= ${EXACT_SCAN_LIMIT}`
+      : sql.raw(force === 'exact' ? 'true' : 'false');
+  const search = tx.execute(sql`
+    with few as materialized (select ${few} as yes)
+    (
+      -- \`+ 0\` keeps the planner off the index: an exact ordering over the candidates.
+      select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance, 'exact' as strategy
       from ${joined}
-      where ${modelIs} and ${candidates}
+      where (select yes from few) and ${modelIs} and ${candidates}
       order by (e.embedding::vector(${dims}) <=> ${vector}) + 0, e.fact_id desc
       limit ${depth}
-    `)) as unknown as typeof rows;
-  } else {
-    await tx.execute(sql.raw(`set local hnsw.iterative_scan = relaxed_order`));
-    await tx.execute(sql.raw(`set local hnsw.ef_search = ${Math.max(40, Math.min(1000, depth))}`));
-    // relaxed_order may return neighbours slightly out of order: sort the few found exactly.
-    rows = (await tx.execute(sql`
-      select id, distance from (
+    )
+    union all
+    (
+      -- relaxed_order may return neighbours slightly out of order: sort the few found exactly.
+      select id, distance, 'hnsw' as strategy from (
         select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance
         from ${joined}
         where ${modelIs} and ${candidates}
         order by e.embedding::vector(${dims}) <=> ${vector}
         limit ${depth}
       ) nearest
+      where not (select yes from few)
       order by distance, id desc
-    `)) as unknown as typeof rows;
-  }
+    )
+  `);
+  // Drizzle sends a statement when it is awaited: both at once, so they are pipelined.
+  const [, found] = await Promise.all([settings, search]);
+  const rows = found as unknown as { id: string; distance: number | string; strategy: SemanticPlan['strategy'] }[];
+  const strategy: SemanticPlan['strategy'] = rows[0]?.strategy ?? force ?? 'exact';
   const ranked = rows.map((row) => ({ id: row.id, score: 1 - Number(row.distance) }));
   return Object.assign(ranked, { strategy });
 }

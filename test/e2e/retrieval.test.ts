@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient } from 'mnemo/client';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
+import { LOCAL_MODEL } from '../../src/embeddings/local-server.ts';
+import { MEASURED_SEMANTIC_WEIGHTS } from '../../src/embeddings/registry.ts';
 import { createLogger } from '../../src/log.ts';
 import { MEMORY_CLOSE, MEMORY_OPEN, MEMORY_SYSTEM_LINE } from '../../src/memory/prompt.ts';
 import { SEMANTIC_UNAVAILABLE_MESSAGE } from '../../src/memory/retrieve.ts';
@@ -45,21 +47,35 @@ describe('retrieval with embeddings (the real local model)', () => {
     expect(response.body.results[0].fact.embeddingModel).toBe(api.embeddings!.server.model);
   });
 
-  it('scores both-mode results by reciprocal rank fusion exactly', async () => {
+  it('scores both-mode results by reciprocal rank fusion exactly, with the weights its journal names', async () => {
     const scope = { projectId: 'p1', participantId: 'end-7' };
-    const search = (mode: string) => retrieve({ mode, query: 'appliance parts', limit: 100, scope });
-    const [both, keyword, semantic] = await Promise.all([search('both'), search('keyword'), search('semantic')]);
+    const search = (mode: string, weights?: { keyword?: number; semantic?: number }) =>
+      retrieve({ mode, query: 'appliance parts', limit: 100, scope, ...(weights ? { weights } : {}) });
+    const [keyword, semantic] = await Promise.all([search('keyword'), search('semantic')]);
     const rankIn = (list: { fact: { id: string } }[], id: string) => list.findIndex((r) => r.fact.id === id) + 1;
-    for (const { fact, score } of both.body.results) {
-      const k = rankIn(keyword.body.results, fact.id);
-      const s = rankIn(semantic.body.results, fact.id);
-      const expected = (k ? 1 / (60 + k) : 0) + (s ? 1 / (60 + s) : 0);
-      expect(score).toBeCloseTo(expected, 12);
-    }
-    // The washing machine is first in both lists.
-    expect(both.body.results[0]).toMatchObject({ fact: { id: ids.washer }, score: 2 / 61 });
-    // A fact first in one list only scores exactly 1/61.
-    const weighted = await retrieve({ mode: 'both', query: 'appliance parts', scope, weights: { keyword: 1, semantic: 0 } });
+    const expectFused = (both: { body: { results: { fact: { id: string }; score: number }[]; journal: { weights: { keyword: number; semantic: number } } } }) => {
+      const { weights } = both.body.journal;
+      for (const { fact, score } of both.body.results) {
+        const k = rankIn(keyword.body.results, fact.id);
+        const s = rankIn(semantic.body.results, fact.id);
+        expect(score).toBeCloseTo((k ? weights.keyword / (60 + k) : 0) + (s ? weights.semantic / (60 + s) : 0), 12);
+      }
+    };
+
+    // No weights asked for: keyword 1, and the built-in model's measured weight for semantic.
+    const byDefault = await search('both');
+    expect(byDefault.body.journal.weights).toEqual({ keyword: 1, semantic: MEASURED_SEMANTIC_WEIGHTS[LOCAL_MODEL] });
+    expect(MEASURED_SEMANTIC_WEIGHTS[LOCAL_MODEL]).toBeLessThan(1);
+    expectFused(byDefault);
+
+    // A request's weights win. The washing machine is first in both lists.
+    const equal = await search('both', { keyword: 1, semantic: 1 });
+    expect(equal.body.journal.weights).toEqual({ keyword: 1, semantic: 1 });
+    expectFused(equal);
+    expect(equal.body.results[0]).toMatchObject({ fact: { id: ids.washer }, score: 2 / 61 });
+    // A fact first in one list only scores exactly 1/61 (the semantic weight named alone keeps keyword at 1).
+    const weighted = await search('both', { semantic: 0 });
+    expect(weighted.body.journal.weights).toEqual({ keyword: 1, semantic: 0 });
     expect(weighted.body.results[0].score).toBe(1 / 61);
   });
 
@@ -172,7 +188,8 @@ describe('retrieval without embeddings', () => {
   it('runs the keyword half of both, and says so', async () => {
     const response = await api.request('POST', '/v1/memory/retrieve', { token: admin, body: { query: 'appliance parts' } });
     expect(response.status).toBe(200);
-    expect(response.body.journal).toMatchObject({ mode: 'both', degraded: 'no-embeddings' });
+    // The semantic list took no part: its weight was 0.
+    expect(response.body.journal).toMatchObject({ mode: 'both', degraded: 'no-embeddings', weights: { keyword: 1, semantic: 0 } });
     expect(response.body.results).toHaveLength(1);
     expect(typeof response.body.journal.tookMs).toBe('number');
   });

@@ -304,7 +304,10 @@ export function describeModelSwitch({ facts: FACTS, embedBatch }: ModelSwitchSiz
       release();
 
       const answer = await inFlight;
-      expect(answer.journal.embeddingModel).toBe(C);
+      // The query was embedded with C before any connection was taken; the search's snapshot then
+      // found D serving (C's vectors gone), so it embedded the query again with D.
+      expect(asked, 'embedded again with the model that serves in the snapshot').toBe(D);
+      expect(answer.journal.embeddingModel).toBe(D);
       expect(
         answer.results.map((r) => r.fact.id),
         'a search that started before the switch lost the facts its model had found',
