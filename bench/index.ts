@@ -1,18 +1,16 @@
 /**
- * `npm run bench [-- collection…] [-- --ir-data=<dir>]`: retrieval quality and latency on the classic
- * IR collections under IR_ROOT (--ir-data, MNEMO_IR_DATA, else ../shared/data/ir/; cranfield, med,
- * cacm by default), with the real local model (USE lite).
+ * `npm run bench [-- options]`: the side-by-side bench (bench/side-by-side.ts; `--help` lists the
+ * options and sections) and, as its `quality` section, retrieval quality and latency on the
+ * classic IR collections under IR_ROOT (--ir-data, MNEMO_IR_DATA, else ../shared/data/ir/;
+ * cranfield, med, cacm by default, or `--collections=a,b`), with the real local model (USE lite).
  *
- * For each collection: a scratch database is created and migrated (as the test setup does: the
- * owner from DATABASE_URL runs the migrations, and a login role of this run is provisioned as
- * a member of the scratch database's app group, so searches run under row-level security as the
- * API's do), the documents are written as facts through the real write path, embedded batch by
- * batch (embedPending, as the embed jobs do), and every judged query is run through retrieve() in
- * each mode. Prints mean nDCG@10 per mode and latency percentiles; the scratch databases and the
- * roles are dropped at the end.
- *
- * DATABASE_URL (or DATABASE_ADMIN_URL) must name a role that may create databases and roles.
- * Redis is not used. Progress goes to stderr, the tables to stdout.
+ * Quality, for each collection: a scratch database is created and migrated (as the test setup
+ * does: the owner from DATABASE_URL runs the migrations, and a login role of this run is
+ * provisioned as a member of the scratch database's app group, so searches run under row-level
+ * security as the API's do), the documents are written as facts through the real write path,
+ * embedded batch by batch (embedPending, as the embed jobs do), and every judged query is run
+ * through retrieve() in each mode. Reports mean nDCG@10 per mode and latency percentiles; the
+ * scratch databases and the roles are dropped at the end.
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
@@ -40,6 +38,8 @@ import {
   type SearchMode,
 } from './ir.ts';
 import { runCalibration } from './calibrate.ts';
+import { registerCleanup, UsageError } from './harness.ts';
+import { HELP, parseOptions, runSideBySide } from './side-by-side.ts';
 import { type Latency, measureRetrievalLatency, type RetrievalLatencies } from './latency.ts';
 
 /** Mean nDCG@10 of the BM25 reference (shared/data/ir), as quoted by the retrieval issue. */
@@ -81,12 +81,22 @@ async function main(): Promise<void> {
     await runCalibration(process.argv.slice(2), process.env);
     return;
   }
-  const serverUrl = process.env.DATABASE_ADMIN_URL ?? process.env.DATABASE_URL;
-  if (!serverUrl) {
-    throw new Error('npm run bench needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');
+  const argv = process.argv.slice(2).filter((arg) => !arg.startsWith('--collections='));
+  const positional = argv.filter((arg) => !arg.startsWith('-'));
+  if (positional.length > 0) throw new UsageError(`unexpected argument ${positional[0]}; collections go in --collections=a,b`);
+  const options = parseOptions(argv);
+  if (options === 'help') {
+    process.stdout.write(`${HELP}\n`);
+    return;
   }
-  const names = process.argv.slice(2).filter((arg) => !arg.startsWith('-'));
-  const collections = names.length > 0 ? names : DEFAULT_COLLECTIONS;
+  const names = process.argv.find((arg) => arg.startsWith('--collections='))?.slice('--collections='.length).split(',').filter(Boolean);
+  await runSideBySide({ ...options, quality: () => runQuality(names && names.length > 0 ? names : DEFAULT_COLLECTIONS) });
+}
+
+/** The quality section: the IR collections, one scratch database each; returns the tables. */
+async function runQuality(collections: readonly string[]): Promise<string> {
+  const serverUrl = process.env.DATABASE_ADMIN_URL ?? process.env.DATABASE_URL;
+  if (!serverUrl) throw new UsageError('needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');
 
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const appRole = { user: `mnemo_bench_${runId}`, password: randomBytes(12).toString('hex') };
@@ -99,7 +109,10 @@ async function main(): Promise<void> {
     const at = created.indexOf(name);
     if (at >= 0) created.splice(at, 1);
   };
+  let cleaned = false;
   const cleanup = async () => {
+    if (cleaned) return;
+    cleaned = true;
     for (const name of [...created]) await dropDatabase(name).catch((e: unknown) => progress(`could not drop ${name}: ${String(e)}`));
     if (roleMayExist) {
       // The app groups migrate created, one per scratch database (mnemo_app_<database>), then the login role.
@@ -113,13 +126,12 @@ async function main(): Promise<void> {
   };
   let interrupted = false;
   const onSignal = () => {
-    if (interrupted) process.exit(130);
     interrupted = true;
-    progress('interrupted: dropping the scratch databases…');
-    cleanup().finally(() => process.exit(130));
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  // The side-by-side bench's own handler exits on the signal; this one only keeps cleanup from running twice.
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  registerCleanup(cleanup);
 
   const embeddings = await startLocalEmbeddingsServer({ port: 0, log: progress });
   const provider = createOpenAICompatProvider({ url: embeddings.url, model: embeddings.model, batchSize: 64, timeoutMs: 120_000 });
@@ -157,7 +169,7 @@ async function main(): Promise<void> {
     await embeddings.close();
     if (!interrupted) await cleanup();
   }
-  process.stdout.write(report(results));
+  return report(results);
 }
 
 async function benchCollection(
@@ -282,6 +294,7 @@ function report(results: CollectionResult[]): string {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  if (error instanceof UsageError) process.stderr.write(`npm run bench: ${error.message}\n(npm run bench -- --help lists the options)\n`);
+  else process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exitCode = 1;
 });
