@@ -108,7 +108,7 @@ describe('keyword search (BM25 in SQL)', () => {
     // a first round of 20 documents and no cap, most queries need several rounds of pruning, and
     // each answer must still be exactly the exhaustive one.
     const pruning = { ...BM25, candidates: { first: 20, growth: 2, max: Number.POSITIVE_INFINITY } };
-    for (const { text } of med.queries) {
+    for (const { text } of med.queries.slice(0, 15)) {
       await withTenant(t.app.db, tenant, async (tx) => {
         const before = await previousKeywordSearch(tx, p, text, [live()], 10);
         const now = await keywordSearch(tx, p, text, [live()], 10);
