@@ -4,6 +4,8 @@
  * `npm run test:slow` over 100,000.
  */
 import { expect } from 'vitest';
+import { connect } from '../../src/db/client.ts';
+import type { CoverageReport } from '../../src/episodes/coverage.ts';
 import { coverageReport } from '../../src/episodes/report.ts';
 import type { TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
@@ -13,7 +15,8 @@ const CURSOR_BATCH = 2000;
 
 /**
  * Writes `episodes` episodes (a multiple of 1,000) and one consolidation per 1,000 merging its
- * first 500, then checks the report streams them: lists cut to the page, counts complete.
+ * first 500, then checks the report streams them: lists cut to the page, counts complete, and
+ * nothing written to temporary files on the way.
  */
 export async function checkStreamedReport(db: TestDatabase, episodes: number): Promise<void> {
   const tenantId = uniqueTenant('large');
@@ -34,9 +37,19 @@ export async function checkStreamedReport(db: TestDatabase, episodes: number): P
   });
   await db.admin`analyze facts`;
   const principal = { tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } };
+  // Nothing may spill to disk (a sort or hash too big for its memory): on connections opened
+  // with temp_file_limit 0, writing a temporary file fails the report.
+  await db.admin.unsafe(`alter database "${db.name}" set temp_file_limit = 0`);
+  const noSpill = connect(db.appUrl, { max: 1, applicationName: 'mnemo-test-no-spill' });
   const started = performance.now();
   const progress: number[] = [];
-  const result = await coverageReport({ db: db.app.db, principal }, { limit: 1000 }, ({ done }) => void progress.push(done));
+  let result: CoverageReport;
+  try {
+    result = await coverageReport({ db: noSpill.db, principal }, { limit: 1000 }, ({ done }) => void progress.push(done));
+  } finally {
+    await noSpill.close();
+    await db.admin.unsafe(`alter database "${db.name}" reset temp_file_limit`);
+  }
   const seconds = (performance.now() - started) / 1000;
   console.log(`coverage report over ${episodes.toLocaleString('en')} episodes: ${seconds.toFixed(2)} s, ${progress.length} cursor batches`);
   expect(result.episodic_count).toBe(episodes);
