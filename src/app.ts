@@ -10,7 +10,7 @@ import type { AppEnv } from './http/context.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
 import { episodeRoutes } from './http/episodes.ts';
 import { erasureRoutes } from './http/erasures.ts';
-import { factRoutes } from './http/facts.ts';
+import { BATCH_WRITE_PATH, factRoutes } from './http/facts.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
@@ -21,12 +21,17 @@ import { mcpRoutes } from './mcp/server.ts';
 import type { QueryEmbedder } from './memory/retrieve.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+/**
+ * The batch write's limit: 1,000 facts of 16 KiB serialized on average (a fact's content may
+ * reach 64 KiB, but a batch of those is better sent as several). docs/decisions.md, "Bulk writes".
+ */
+export const BATCH_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 
 /** Search by meaning, when this runtime has embeddings. */
 export interface EmbeddingServices {
   embedder: QueryEmbedder;
-  /** Queues vectors for a fact just written (after its commit). Never fails the request. */
-  schedule(tenantId: string, fact: { id: string; version: number }): Promise<void>;
+  /** Queues vectors for facts just written (after their commit; one call per request). Never fails the request. */
+  schedule(tenantId: string, facts: readonly { id: string; version: number }[]): Promise<void>;
   configured: { model: string; endpoint: string };
 }
 
@@ -53,14 +58,11 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
   app.route('/', healthRoutes(readiness));
 
   // KiwiFS's report path, for KiwiFS clients: the same limit and token as /v1.
+  const limitTo = (maxSize: number, words: string) =>
+    bodyLimit({ maxSize, onError: (c) => respondWithError(c, new AppError('payload-too-large', `Request body is larger than ${words}`)) });
+  const bodyLimitOf = { batch: limitTo(BATCH_BODY_LIMIT_BYTES, '16 MiB'), other: limitTo(BODY_LIMIT_BYTES, '1 MiB') };
   for (const path of ['/v1/*', '/api/kiwi/*']) {
-    app.use(
-      path,
-      bodyLimit({
-        maxSize: BODY_LIMIT_BYTES,
-        onError: (c) => respondWithError(c, new AppError('payload-too-large', 'Request body is larger than 1 MiB')),
-      }),
-    );
+    app.use(path, (c, next) => (c.req.path === BATCH_WRITE_PATH ? bodyLimitOf.batch : bodyLimitOf.other)(c, next));
     app.use(path, emptyJsonBodyIsNoBody());
     app.use(path, authenticate(verifyToken));
   }

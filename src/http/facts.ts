@@ -10,6 +10,7 @@ import {
   supersedeFact,
   verifyFact,
   writeFact,
+  writeFacts,
 } from '../memory/facts.ts';
 import {
   DeleteQuerySchema,
@@ -23,6 +24,8 @@ import {
   SupersedeBodySchema,
   VerifyBodySchema,
   WriteFactBodySchema,
+  WriteFactsBodySchema,
+  WrittenFactsSchema,
 } from '../memory/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
@@ -67,6 +70,23 @@ const writeRoute = createRoute({
   summary: 'Write a fact',
   request: { headers: idempotencyHeader, body: { ...json(WriteFactBodySchema, 'The fact'), required: true } },
   responses: { 201: json(FactSchema, 'The fact, version 1'), ...errorResponses },
+});
+
+/** The batch write's path: a custom method on the collection, so it never reads as a fact id. */
+export const BATCH_WRITE_PATH = '/v1/memory/facts:batch';
+
+const writeBatchRoute = createRoute({
+  method: 'post',
+  path: BATCH_WRITE_PATH,
+  tags,
+  security,
+  summary: 'Write up to 1,000 facts, all or nothing',
+  description:
+    'One transaction: every fact is written, or none. A refused item refuses the batch, and the error names it ' +
+    '(`item`, and `facts.N.field` in the message and `details`). One `Idempotency-Key` covers the batch. ' +
+    'Bodies up to 16 MiB.',
+  request: { headers: idempotencyHeader, body: { ...json(WriteFactsBodySchema, 'The facts'), required: true } },
+  responses: { 201: json(WrittenFactsSchema, 'The facts, version 1, in the order given'), ...errorResponses },
 });
 
 const listRoute = createRoute({
@@ -140,8 +160,8 @@ const revisionsRoute = createRoute({
 /** The facts routes: each parses, authorises via the principal, calls one domain verb. */
 export interface FactRouteDeps {
   db: Db;
-  /** Queues vectors for a fact just written, when this runtime has embeddings. */
-  scheduleEmbedding?: ((tenantId: string, fact: { id: string; version: number }) => Promise<void>) | undefined;
+  /** Queues vectors for facts just written (one call per request), when this runtime has embeddings. */
+  scheduleEmbedding?: ((tenantId: string, facts: readonly { id: string; version: number }[]) => Promise<void>) | undefined;
   /** When erasure is on: writes naming someone being erased answer 409. */
   erasureKey?: string | undefined;
 }
@@ -149,10 +169,13 @@ export interface FactRouteDeps {
 export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   /** New content wants a vector: queued once the write has committed (a replay queues nothing). */
-  const afterWrite = async (c: Context<AppEnv>, outcome: Outcome) => {
+  const afterWrite = async (c: Context<AppEnv>, outcome: Outcome, written: () => readonly { id: string; version: number }[]) => {
     if (!scheduleEmbedding || outcome.replayed || outcome.status >= 300) return;
-    const fact = JSON.parse(outcome.body) as { id: string; version: number };
-    await scheduleEmbedding(principalOf(c).tenantId, fact);
+    await scheduleEmbedding(principalOf(c).tenantId, written());
+  };
+  const one = (outcome: Outcome) => () => {
+    const { id, version } = JSON.parse(outcome.body) as { id: string; version: number };
+    return [{ id, version }];
   };
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
@@ -163,7 +186,20 @@ export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps)
         status: 201,
         body: await writeFact({ ...ctx(c), tx }, body, { provenance, erasureKey }),
       }));
-      await afterWrite(c, outcome);
+      await afterWrite(c, outcome, one(outcome));
+      return send(c, outcome);
+    })
+    .openapi(writeBatchRoute, async (c) => {
+      const body = c.req.valid('json');
+      const provenance = provenanceFrom(c);
+      let written: { id: string; version: number }[] = [];
+      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => {
+        const data = await writeFacts({ ...ctx(c), tx }, body.facts, { provenance, erasureKey });
+        written = data.map(({ id, version }) => ({ id, version }));
+        return { status: 201, body: { data } };
+      });
+      // One request for the batch's vectors, not one per fact.
+      await afterWrite(c, outcome, () => written);
       return send(c, outcome);
     })
     .openapi(listRoute, async (c) => c.json(await listFacts(ctx(c), c.req.valid('query')), 200))
@@ -179,7 +215,7 @@ export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps)
         status: 200,
         body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance, erasureKey }),
       }));
-      await afterWrite(c, outcome);
+      await afterWrite(c, outcome, one(outcome));
       return send(c, outcome);
     })
     .openapi(verifyRoute, async (c) => {

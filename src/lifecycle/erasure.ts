@@ -343,18 +343,29 @@ async function lockNames(tx: Tx, hashes: readonly string[], mode: 'shared' | 'ex
  * it (or has held it), so the erasure row was committed before the write's check, which sees it
  * and answers 409.
  */
+/** Who a write names: the scope's person and conversation, and its subjects. */
+interface WriteNames {
+  participantId?: string | null | undefined;
+  threadId?: string | null | undefined;
+  subjects?: readonly { kind: string; id: string }[] | undefined;
+}
+
 export async function assertNoErasureInProgress(
   tx: Tx,
   key: string | undefined,
-  names: { participantId?: string | null | undefined; threadId?: string | null | undefined; subjects?: readonly { kind: string; id: string }[] | undefined },
+  names: WriteNames | readonly WriteNames[],
 ): Promise<void> {
   if (!key) return;
-  const hashes: string[] = [];
-  if (names.participantId) hashes.push(targetHash(key, 'participant', names.participantId));
-  if (names.threadId) hashes.push(targetHash(key, 'conversation', names.threadId));
-  for (const subject of names.subjects ?? []) {
-    if (subject.kind === 'participant' || subject.kind === 'external') hashes.push(targetHash(key, subject.kind, subject.id));
+  // A batch of writes is checked at once: one lock statement and one lookup for all its names.
+  const distinct = new Set<string>();
+  for (const each of Array.isArray(names) ? (names as readonly WriteNames[]) : [names as WriteNames]) {
+    if (each.participantId) distinct.add(targetHash(key, 'participant', each.participantId));
+    if (each.threadId) distinct.add(targetHash(key, 'conversation', each.threadId));
+    for (const subject of each.subjects ?? []) {
+      if (subject.kind === 'participant' || subject.kind === 'external') distinct.add(targetHash(key, subject.kind, subject.id));
+    }
   }
+  const hashes = [...distinct];
   if (hashes.length === 0) return;
   await lockNames(tx, hashes, 'shared');
   const [open] = await tx

@@ -1,5 +1,5 @@
 import type { Principal } from '../auth/permissions.ts';
-import { type Db, type TransactionConfig, type Tx, withTenant } from '../db/client.ts';
+import { type Db, type TenantTransactionOptions, type TransactionConfig, type Tx, withTenant } from '../db/client.ts';
 
 /**
  * What every domain verb receives: the database, who is acting, and optionally a transaction
@@ -13,6 +13,11 @@ export interface MemoryContext {
 }
 
 /** Runs `fn` in the context's transaction, or in a new one for the principal's tenant. */
-export function inTenantTransaction<T>(ctx: MemoryContext, fn: (tx: Tx) => Promise<T>, config?: TransactionConfig): Promise<T> {
-  return ctx.tx ? fn(ctx.tx) : withTenant(ctx.db, ctx.principal.tenantId, fn, config);
+export function inTenantTransaction<T>(
+  ctx: MemoryContext,
+  fn: (tx: Tx) => Promise<T>,
+  config?: TransactionConfig,
+  options?: TenantTransactionOptions,
+): Promise<T> {
+  return ctx.tx ? fn(ctx.tx) : withTenant(ctx.db, ctx.principal.tenantId, fn, config, options);
 }

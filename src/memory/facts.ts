@@ -9,12 +9,12 @@ import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
-import { registerTenant } from '../db/tenants.ts';
 import { live, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../episodes/coverage.ts';
 import { assertNoErasureInProgress } from '../lifecycle/erasure.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { carryEmbeddings } from './embeddings.ts';
+import { AppError } from '../errors.ts';
 import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
 import { type MemoryContext, inTenantTransaction } from './context.ts';
 import { uuidv7 } from './ids.ts';
@@ -162,8 +162,8 @@ export interface WriteOptions {
   erasureKey?: string | undefined;
 }
 
-export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options: WriteOptions = {}): Promise<Fact> {
-  const { principal } = ctx;
+/** The write rules of one new fact (DESIGN §3, §4), checked before anything is written. */
+function assertWritableNew(principal: Principal, body: WriteFactBody): void {
   const { tenantId: scopeTenant, ...scope } = body.scope ?? {};
   if (scopeTenant !== undefined && scopeTenant !== principal.tenantId) throw new ScopeMismatch();
   if (scopeKind(scope) === 'invalid') {
@@ -171,52 +171,169 @@ export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options
   }
   if (!canWrite(principal, scope)) throw new PermissionDenied('You may not write facts in this scope');
   assertLegalHoldChange(principal, body.retention?.legalHold, false);
+}
 
-  return inTenantTransaction(ctx, async (tx) => {
-    await assertNoErasureInProgress(tx, options.erasureKey, { ...scope, subjects: body.subjects });
-    await registerTenant(tx, principal.tenantId);
-    const now = await clock(tx);
-    const retention = {
-      keepDays: body.retention?.keepDays ?? null,
-      keepUntil: toDate(body.retention?.keepUntil) ?? null,
-      legalHold: body.retention?.legalHold ?? false,
-    };
-    const id = uuidv7(now.getTime());
-    const revision: RevisionBody = {
-      version: 1,
+/** An error of item `index` of a batch: its message and field paths name the item (`facts.3.scope`). */
+function itemError(error: unknown, index: number): unknown {
+  if (!(error instanceof AppError)) return error;
+  const prefix = `facts.${index}`;
+  const details = error.extra.details as { path: string; message: string }[] | undefined;
+  return new AppError(
+    error.code,
+    error instanceof BadInput ? `${prefix}.${error.message}` : `${prefix}: ${error.message}`,
+    {
+      ...error.extra,
+      item: index,
+      ...(details ? { details: details.map((d) => ({ ...d, path: d.path ? `${prefix}.${d.path}` : prefix })) } : {}),
+    },
+  );
+}
+
+const isoOrNull = (value: string | undefined) => (value === undefined ? null : new Date(value).toISOString());
+
+/**
+ * Inserts new facts, version 1, and their revisions in one statement, whatever their number: the
+ * rows travel as one JSON document read by jsonb_to_recordset, the tenant is registered in the
+ * same statement, and every fact is recorded at the statement's time (the database's clock, to
+ * the millisecond the API shows, so `asOf` at a returned `recordedAt` finds the fact).
+ * The statement's text never changes, so it is prepared once per connection.
+ */
+async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly WriteFactBody[], options: WriteOptions): Promise<Fact[]> {
+  // The ids' time and undated mergedFrom entries use this process's clock: neither orders revisions.
+  const local = new Date();
+  const assertedByKind = principal.role === 'service' ? 'service' : 'user';
+  const rows = bodies.map((body) => {
+    const { tenantId: _tenant, ...scope } = body.scope ?? {};
+    return {
+      id: uuidv7(local.getTime()),
       type: body.type,
-      orgId: scope.orgId ?? null,
-      projectId: scope.projectId ?? null,
-      userId: scope.userId ?? null,
-      participantId: scope.participantId ?? null,
-      threadId: scope.threadId ?? null,
-      sessionId: scope.sessionId ?? null,
+      org_id: scope.orgId ?? null,
+      project_id: scope.projectId ?? null,
+      user_id: scope.userId ?? null,
+      participant_id: scope.participantId ?? null,
+      thread_id: scope.threadId ?? null,
+      session_id: scope.sessionId ?? null,
       content: body.content,
       trust: body.trust ?? 'asserted',
-      assertedByKind: principal.role === 'service' ? 'service' : 'user',
+      keep_days: body.retention?.keepDays ?? null,
+      keep_until: isoOrNull(body.retention?.keepUntil),
+      legal_hold: body.retention?.legalHold ?? false,
+      subjects: body.subjects ?? [],
+      valid_from: isoOrNull(body.validFrom),
+      valid_until: isoOrNull(body.validUntil),
+      observed_at: isoOrNull(body.observedAt),
+      memory_kind: body.memoryKind ?? null,
+      episode_id: body.episodeId ?? null,
+      path: body.path ?? null,
+      derived_from: options.provenance ? [options.provenance] : [],
+      merged_from: appendMergedFrom([], body.mergedFrom ?? [], local),
+    };
+  });
+  const columns = sql.raw(`version, type, org_id, project_id, user_id, participant_id, thread_id, session_id, content, trust,
+    asserted_by_kind, asserted_by_id, keep_days, keep_until, legal_hold, expires_at, subjects, valid_from, valid_until,
+    observed_at, memory_kind, episode_id, path, derived_from, merged_from, created_at, recorded_at`);
+  const values = sql`1, r.type, r.org_id, r.project_id, r.user_id, r.participant_id, r.thread_id, r.session_id, r.content, r.trust,
+    ${assertedByKind}, ${principal.sub}, r.keep_days, r.keep_until, r.legal_hold,
+    case when r.keep_days is not null then now.at + r.keep_days * interval '24 hours' else r.keep_until end,
+    r.subjects, r.valid_from, r.valid_until, r.observed_at, r.memory_kind, r.episode_id, r.path, r.derived_from, r.merged_from,
+    now.at, now.at`;
+  const [written] = (await tx.execute(sql`
+    with now as (select date_trunc('milliseconds', statement_timestamp()) as at),
+    rows as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(
+        id uuid, type text, org_id text, project_id text, user_id text, participant_id text, thread_id text, session_id text,
+        content jsonb, trust text, keep_days integer, keep_until timestamptz, legal_hold boolean, subjects jsonb,
+        valid_from timestamptz, valid_until timestamptz, observed_at timestamptz, memory_kind text, episode_id text, path text,
+        derived_from jsonb, merged_from jsonb)
+    ),
+    tenant as (insert into tenants (id) values (${principal.tenantId}) on conflict (id) do nothing),
+    fact as (
+      insert into facts (tenant_id, id, ${columns})
+      select ${principal.tenantId}, r.id, ${values} from rows r, now
+    ),
+    revision as (
+      insert into fact_revisions (tenant_id, fact_id, ${columns})
+      select ${principal.tenantId}, r.id, ${values} from rows r, now
+    )
+    select at from now`)) as unknown as [{ at: Date | string }];
+  const now = new Date(written.at);
+  return rows.map((row) => {
+    const retention = { keepDays: row.keep_days, keepUntil: row.keep_until === null ? null : new Date(row.keep_until), legalHold: row.legal_hold };
+    const revision: RevisionBody = {
+      version: 1,
+      type: row.type,
+      orgId: row.org_id,
+      projectId: row.project_id,
+      userId: row.user_id,
+      participantId: row.participant_id,
+      threadId: row.thread_id,
+      sessionId: row.session_id,
+      content: row.content,
+      trust: row.trust,
+      assertedByKind,
       assertedById: principal.sub,
       verifiedById: null,
       verifiedAt: null,
       ...retention,
       expiresAt: expiry(retention, now),
-      subjects: body.subjects ?? [],
-      validFrom: toDate(body.validFrom) ?? null,
-      validUntil: toDate(body.validUntil) ?? null,
-      observedAt: toDate(body.observedAt) ?? null,
-      memoryKind: body.memoryKind ?? null,
-      episodeId: body.episodeId ?? null,
-      path: body.path ?? null,
-      derivedFrom: options.provenance ? [options.provenance] : [],
-      mergedFrom: appendMergedFrom([], body.mergedFrom ?? [], now),
+      subjects: row.subjects,
+      validFrom: row.valid_from === null ? null : new Date(row.valid_from),
+      validUntil: row.valid_until === null ? null : new Date(row.valid_until),
+      observedAt: row.observed_at === null ? null : new Date(row.observed_at),
+      memoryKind: row.memory_kind,
+      episodeId: row.episode_id,
+      path: row.path,
+      derivedFrom: row.derived_from,
+      mergedFrom: row.merged_from,
       createdAt: now,
       recordedAt: now,
       invalidatedAt: null,
       invalidationReason: null,
     };
-    await tx.insert(facts).values({ ...revision, tenantId: principal.tenantId, id });
-    await tx.insert(factRevisions).values({ ...revision, tenantId: principal.tenantId, factId: id });
-    return toFact(id, { ...revision, tenantId: principal.tenantId }, null);
+    return toFact(row.id, { ...revision, tenantId: principal.tenantId }, null);
   });
+}
+
+export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options: WriteOptions = {}): Promise<Fact> {
+  assertWritableNew(ctx.principal, body);
+  return inTenantTransaction(
+    ctx,
+    async (tx) => {
+      await assertNoErasureInProgress(tx, options.erasureKey, [{ ...body.scope, subjects: body.subjects }]);
+      const [fact] = await insertNewFacts(tx, ctx.principal, [body], options);
+      return fact!;
+    },
+    undefined,
+    { prepared: true },
+  );
+}
+
+/**
+ * Writes new facts all or nothing, in one transaction (DESIGN §4, "Bulk writes" in
+ * docs/decisions.md): every item is checked first, and the first refused item refuses the batch
+ * with an error naming it (`facts.N`), so a client fixes it and retries the batch as it was.
+ */
+export async function writeFacts(ctx: MemoryContext, bodies: readonly WriteFactBody[], options: WriteOptions = {}): Promise<Fact[]> {
+  bodies.forEach((body, index) => {
+    try {
+      assertWritableNew(ctx.principal, body);
+    } catch (error) {
+      throw itemError(error, index);
+    }
+  });
+  return inTenantTransaction(
+    ctx,
+    async (tx) => {
+      await assertNoErasureInProgress(
+        tx,
+        options.erasureKey,
+        bodies.map((body) => ({ ...body.scope, subjects: body.subjects })),
+      );
+      return insertNewFacts(tx, ctx.principal, bodies, options);
+    },
+    undefined,
+    { prepared: true },
+  );
 }
 
 /**

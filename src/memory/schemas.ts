@@ -210,6 +210,23 @@ export const FactListSchema = z
 
 export const RevisionListSchema = z.object({ data: z.array(FactSchema) }).openapi('RevisionList');
 
+/** Facts one batch write takes (`POST /v1/memory/facts:batch`). */
+export const BATCH_FACTS_MAX = 1000;
+
+export const WriteFactsBodySchema = z
+  .strictObject({
+    facts: z
+      .array(WriteFactBodySchema)
+      .min(1, 'must hold at least one fact')
+      .max(BATCH_FACTS_MAX, `at most ${BATCH_FACTS_MAX} facts per batch`)
+      .openapi({ description: `1 to ${BATCH_FACTS_MAX} write bodies, written all or nothing` }),
+  })
+  .openapi('WriteFactsBody');
+
+export const WrittenFactsSchema = z
+  .object({ data: z.array(FactSchema).openapi({ description: 'The facts, version 1, in the order of the request' }) })
+  .openapi('WrittenFacts');
+
 const positiveInt = (name: string) =>
   z
     .string()
@@ -258,6 +275,7 @@ export const ListQuerySchema = z
   });
 
 export type WriteFactBody = z.infer<typeof WriteFactBodySchema>;
+export type WriteFactsBody = z.infer<typeof WriteFactsBodySchema>;
 export type SupersedeBody = z.infer<typeof SupersedeBodySchema>;
 export type VerifyBody = z.infer<typeof VerifyBodySchema>;
 export type Fact = z.infer<typeof FactSchema>;

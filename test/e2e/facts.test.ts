@@ -459,6 +459,7 @@ describe('facts API', () => {
         '/v1/memory/facts/{id}/revisions',
         '/v1/memory/facts/{id}/supersede',
         '/v1/memory/facts/{id}/verify',
+        '/v1/memory/facts:batch',
         '/v1/memory/report',
         '/v1/memory/reports',
         '/v1/memory/reports/schedule',

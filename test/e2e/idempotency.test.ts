@@ -138,6 +138,49 @@ describe('Idempotency-Key', () => {
     expect(await counts(tenantId)).toEqual(before);
   });
 
+  /**
+   * The first request commits its record after a retry looked for it but before the retry took
+   * the key's lock (the retry finds no record, gets the lock, runs): the retry's insert of its
+   * record meets the first one's, so its write is undone and the first response replayed, never
+   * a second fact. Staged by holding the "first" record in an open transaction of the owner.
+   */
+  it('replays, writing nothing, when the first request commits while a retry runs', async () => {
+    const { tenantId, admin: token } = await api.newTenant('idem-commit-race');
+    const body = note('raced');
+    // The request hash covers method, path, caller and body, not the key: a record for the
+    // raced key with the hash a first run would have had.
+    const model = await send('POST', FACTS, { token, key: newKey(), body });
+    const [modelRecord] = await api.db.admin<{ hash: string }[]>`select request_hash as hash from idempotency_keys where tenant_id = ${tenantId}`;
+    const hash = modelRecord!.hash;
+    const key = newKey();
+    const firstResponse = JSON.stringify({ first: 'response' });
+
+    const before = await counts(tenantId);
+    const reserved = await api.db.admin.reserve();
+    try {
+      await reserved`begin`;
+      await reserved`insert into idempotency_keys (tenant_id, key, request_hash, response_status, response_body, expires_at)
+                     values (${tenantId}, ${key}, ${hash}, 201, ${firstResponse}, now() + interval '24 hours')`;
+      const retry = send('POST', FACTS, { token, key, body });
+      // The retry has looked, locked, written its fact and now waits on the uncommitted record.
+      for (let i = 0; i < 100; i++) {
+        const [waiting] = await api.db.admin<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'insert into "idempotency_keys"%'`;
+        if (waiting!.n > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await reserved`commit`;
+      const answered = await retry;
+      expect(answered.status).toBe(201);
+      expect(answered.headers.get('idempotent-replayed')).toBe('true');
+      expect(answered.text).toBe(firstResponse);
+    } finally {
+      reserved.release();
+    }
+    expect(model.status).toBe(201);
+    expect(await counts(tenantId)).toEqual({ ...before, keys: before.keys + 1 });
+  });
+
   it('answers 422 idempotency-key-reused to the same key with another body, writing nothing', async () => {
     const { tenantId, admin: token } = await api.newTenant('idem-reused');
     const key = newKey();
