@@ -86,12 +86,20 @@ export function registerCleanup(cleanup: Cleanup): void {
 }
 
 /** Runs the registered cleanups (latest first); safe to call twice. */
-export async function cleanUp(): Promise<void> {
-  while (cleanups.length > 0) {
-    const cleanup = cleanups.pop()!;
-    await cleanup().catch((error: unknown) => progress(`cleanup: ${error instanceof Error ? error.message : String(error)}`));
-  }
+export function cleanUp(): Promise<void> {
+  // One pass at a time: Ctrl-C and the run's own `finally` (its calls failing once the API is
+  // stopped) both ask, and the process must not exit while the other caller is still dropping.
+  cleaning ??= (async () => {
+    while (cleanups.length > 0) {
+      const cleanup = cleanups.pop()!;
+      await cleanup().catch((error: unknown) => progress(`cleanup: ${error instanceof Error ? error.message : String(error)}`));
+    }
+  })().finally(() => {
+    cleaning = null;
+  });
+  return cleaning;
 }
+let cleaning: Promise<void> | null = null;
 
 /** Ctrl-C / SIGTERM: stop the child processes, drop the scratch database and roles, exit 130. */
 export function cleanUpOnSignal(): void {

@@ -180,7 +180,7 @@ function machine(): SideBySideRun['machine'] {
 /** Optional modules other parts of issue 12 contribute: called when present. */
 async function optionalModule<T>(file: string): Promise<T | null> {
   if (!existsSync(join(import.meta.dirname, file))) return null;
-  return (await import(`./${file}`)) as T;
+  return (await import(/* @vite-ignore */ `./${file}`)) as T;
 }
 
 export async function runSideBySide(options: SideBySideOptions): Promise<SideBySideRun> {
