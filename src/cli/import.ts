@@ -2,8 +2,10 @@
  * `mnemo import --root DIR --url URL --token T [--type kiwi.page] [--episodes-prefix P]`: loads a
  * KiwiFS folder as facts through the HTTP API (DESIGN §6, §11), one fact per markdown file, found
  * again by its path on the next run:
- * - no fact holds the path → write one (an `Idempotency-Key` from the path and what is written, so
- *   a retried request never writes twice);
+ * - no fact holds the path → write one, in a batch with other new files (`POST
+ *   /v1/memory/facts:batch`, an `Idempotency-Key` from what the batch writes, so a retried request
+ *   never writes twice; a refused batch is written again file by file, each under a key from its
+ *   path and body);
  * - the fact already has the file's content and merged-from entries → nothing is written;
  * - otherwise → supersede it (content, and the merged-from entries it lacks).
  * Frontmatter `memory_kind`, `episode_id` and `merged-from` become the fact's fields; the body is
@@ -32,8 +34,11 @@ import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
 import { apiFlags, asCommand, CommandLineError } from './memory.ts';
 
 const DEFAULT_TYPE = 'kiwi.page';
-/** Files imported at once. */
+/** Files imported at once: looked up in parallel, new ones written in batches. */
 const CONCURRENCY = 4;
+/** Facts per batch write, and bytes of write bodies (the API takes 1,000 facts, 16 MiB). */
+const BATCH_FACTS = 500;
+const BATCH_BYTES = 8 * 1024 * 1024;
 /** Without a terminal, a progress line every this many files. */
 const PROGRESS_EVERY = 100;
 /** The API takes request bodies up to 1 MiB (content up to 64 KiB): a larger file is not even read. */
@@ -244,7 +249,8 @@ async function supersede(importer: Importer, fact: Fact, content: Draft['content
   return importer.client.memory.facts.supersede(fact.id, body, { idempotencyKey: idempotencyKey({ id: fact.id, body }) });
 }
 
-async function create(importer: Importer, draft: Draft): Promise<void> {
+/** The write body of a new fact for a file, and the merged-from entries that follow as supersedes. */
+function creation(importer: Importer, draft: Draft): { body: WriteFactInput; more: ProvenanceRef[][] } {
   // The API takes so many entries per request; the rest follow as supersedes.
   const [first = [], ...more] = chunks(draft.mergedFrom, PROVENANCE_MAX);
   const body: WriteFactInput = {
@@ -255,6 +261,11 @@ async function create(importer: Importer, draft: Draft): Promise<void> {
     ...(draft.episodeId ? { episodeId: draft.episodeId } : {}),
     ...(first.length > 0 ? { mergedFrom: first } : {}),
   };
+  return { body, more };
+}
+
+async function create(importer: Importer, draft: Draft): Promise<void> {
+  const { body, more } = creation(importer, draft);
   const key = idempotencyKey({ path: draft.path, body });
   let replayed = false;
   const writer = createClient({
@@ -277,6 +288,82 @@ async function create(importer: Importer, draft: Draft): Promise<void> {
   for (const chunk of more) fact = await supersede(importer, fact, draft.content, chunk);
 }
 
+/** A new file's fact, waiting for its batch. */
+interface PendingCreation {
+  draft: Draft;
+  body: WriteFactInput;
+  more: ProvenanceRef[][];
+  bytes: number;
+  settle: (error?: unknown) => void;
+}
+
+/**
+ * New files' facts go to the API in batches (`POST /v1/memory/facts:batch`, all or nothing): a
+ * batch is sent when it holds BATCH_FACTS facts or BATCH_BYTES of bodies, or when the files run
+ * out. A batch the API refuses, or replays (written within the key's 24 h, perhaps deleted since),
+ * is written again file by file, so each file gets its own outcome, as without batches.
+ */
+function batcher(importer: Importer) {
+  let pending: PendingCreation[] = [];
+  let bytes = 0;
+  let replayed = false;
+  const writer = createClient({
+    baseUrl: importer.url,
+    token: importer.token,
+    fetch: retryingFetch(importer.url, (response) => (replayed = response.headers.get('idempotent-replayed') === 'true')),
+  });
+
+  async function send(batch: PendingCreation[]): Promise<void> {
+    const bodies = batch.map((item) => item.body);
+    let written: Fact[] | undefined;
+    try {
+      replayed = false;
+      written = await writer.memory.facts.writeBatch(bodies, { idempotencyKey: idempotencyKey({ batch: bodies }) });
+      if (replayed) written = undefined;
+    } catch (error) {
+      // Without the API or with a refused token, every file would fail alike: that is the import's end.
+      if (!(error instanceof MnemoError) || error.status === 401 || error.status >= 500) {
+        for (const item of batch) item.settle(error);
+        return;
+      }
+    }
+    await Promise.all(
+      batch.map(async (item, i) => {
+        try {
+          if (!written) {
+            await create(importer, item.draft);
+          } else {
+            let fact = written[i]!;
+            for (const chunk of item.more) fact = await supersede(importer, fact, item.draft.content, chunk);
+          }
+          item.settle();
+        } catch (error) {
+          item.settle(error);
+        }
+      }),
+    );
+  }
+
+  return {
+    /** Resolves once the file's fact is written (or rejects with why not). */
+    add(draft: Draft): Promise<void> {
+      const { body, more } = creation(importer, draft);
+      return new Promise<void>((resolve, reject) => {
+        const size = Buffer.byteLength(JSON.stringify(body));
+        pending.push({ draft, body, more, bytes: size, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+        bytes += size;
+        if (pending.length >= BATCH_FACTS || bytes >= BATCH_BYTES) void this.flush();
+      });
+    },
+    async flush(): Promise<void> {
+      const batch = pending;
+      pending = [];
+      bytes = 0;
+      if (batch.length > 0) await send(batch);
+    },
+  };
+}
+
 /**
  * The fact holding `path`, if any. The lookup is the same request for every file, so a refusal of
  * its shape (400, 404) or an answer that is no fact list means a wrong --url or an API without
@@ -296,7 +383,8 @@ async function lookup(importer: Importer, path: string): Promise<FactList> {
   return page;
 }
 
-async function importFile(importer: Importer, path: string): Promise<Outcome> {
+/** A file's outcome, or, for a new file, the promise of it once its batch is written. */
+async function importFile(importer: Importer, path: string, batch: ReturnType<typeof batcher>): Promise<Outcome | { written: Promise<Outcome> }> {
   const absolute = join(importer.root, path);
   const { size } = await stat(absolute);
   if (size > FILE_MAX_BYTES) {
@@ -305,10 +393,7 @@ async function importFile(importer: Importer, path: string): Promise<Outcome> {
   const { draft, warnings } = draftFact(path, await readKnowledgeFile(absolute), importer.episodesPrefix);
 
   const [fact] = (await lookup(importer, path)).data;
-  if (!fact) {
-    await create(importer, draft);
-    return { status: 'created', warnings };
-  }
+  if (!fact) return { written: batch.add(draft).then(() => ({ status: 'created', warnings })) };
 
   const fixed = fixedDifferences(fact, importer, draft);
   if (fixed.length > 0) {
@@ -428,26 +513,37 @@ async function run(argv: string[]): Promise<void> {
   let done = 0;
   let fatal: string | undefined;
 
+  const batch = batcher(importer);
+  /** New files' outcomes, settled when their batch is written. */
+  const creations: Promise<void>[] = [];
+
+  const record = (index: number, outcome: Outcome) => {
+    outcomes[index] = outcome;
+    counts[outcome.status]++;
+    bar.update(++done, counts);
+  };
+  const recordFailure = (index: number, error: unknown) => {
+    // Nothing will work without the API or with a refused token: stop rather than fail every file.
+    if (error instanceof StopImport) fatal = error.message;
+    else if (error instanceof MnemoError && error.status === 401) fatal = `the API refused the token: ${error.code} (401): ${error.message}`;
+    if (fatal === undefined) record(index, { status: 'failed', warnings: [], failure: failureOf(error) });
+  };
+
   async function worker(): Promise<void> {
     while (fatal === undefined && next < paths.length) {
       const index = next++;
-      const path = paths[index]!;
-      let outcome: Outcome;
       try {
-        outcome = await importFile(importer, path);
+        const result = await importFile(importer, paths[index]!, batch);
+        if ('written' in result) creations.push(result.written.then((outcome) => record(index, outcome), (error: unknown) => recordFailure(index, error)));
+        else record(index, result);
       } catch (error) {
-        // Nothing will work without the API or with a refused token: stop rather than fail every file.
-        if (error instanceof StopImport) fatal = error.message;
-        else if (error instanceof MnemoError && error.status === 401) fatal = `the API refused the token: ${error.code} (401): ${error.message}`;
-        if (fatal !== undefined) return;
-        outcome = { status: 'failed', warnings: [], failure: failureOf(error) };
+        recordFailure(index, error);
       }
-      outcomes[index] = outcome;
-      counts[outcome.status]++;
-      bar.update(++done, counts);
     }
   }
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, paths.length) }, worker));
+  await batch.flush();
+  await Promise.all(creations);
   bar.end();
 
   outcomes.forEach((outcome) => {

@@ -327,6 +327,11 @@ describe('mnemo import', () => {
 
     const all = await api.request('GET', '/v1/memory/facts?limit=100', { token: admin });
     expect(all.body.data.map((f: { path: string }) => f.path).sort()).toEqual(paths);
+    // The new files went in one batch, not a request each.
+    const writes = api.logs
+      .map((line) => JSON.parse(line))
+      .filter((entry) => entry.msg === 'request' && entry.tenant === tenantId && entry.method === 'POST');
+    expect(writes.map((entry) => `${entry.path} ${entry.status}`)).toEqual(['/v1/memory/facts:batch 201']);
 
     expect(await factAt(admin, 'episodes/run-1.md')).toMatchObject({
       version: 1,
