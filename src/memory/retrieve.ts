@@ -112,12 +112,13 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   if (mode === 'semantic') {
     const vector = await embedded!;
     if ('degraded' in vector && vector.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
+    // Read committed (no `set transaction` round trip): the search is one statement, and the load filters again.
     return inTenantTransaction(ctx, async (tx) => {
       const list = await semantic(tx, vector);
       if (!('degraded' in list)) return load(tx, list.ranked, { mode, embeddingModel: list.model.model });
       if (list.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
       return finish({ mode, degraded: list.degraded }, []);
-    }, SNAPSHOT);
+    });
   }
 
   const fuseAndLoad = (tx: Tx, keywordList: RankedId[], list: SemanticList) => {
@@ -146,11 +147,12 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   return bothConcurrently(ctx, keyword, embedded!, semantic, fuseAndLoad);
 }
 
+/** For what reads in more than one statement (keyword's statistics and scores, a list and its facts). */
 const SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'read only' } as const;
 
 /**
- * The keyword and semantic searches of `both` at once, each in a read-only snapshot on its own
- * connection under the tenant (row-level security applies to both); the semantic half opens its
+ * The keyword and semantic searches of `both` at once, each in a transaction of its own connection
+ * under the tenant (row-level security applies to both); the semantic half opens its
  * transaction only once the query is embedded. Whichever finishes second fuses and loads the facts
  * in its still open transaction, so no connection sits idle waiting for the other. The snapshots
  * may differ by the milliseconds between them: the load filters the ids again (visible, live,
@@ -166,12 +168,12 @@ async function bothConcurrently(
   let keywordList: RankedId[] | undefined;
   let semanticResult: SemanticList | undefined;
   const lastLoads = (tx: Tx) => (keywordList && semanticResult ? fuseAndLoad(tx, keywordList, semanticResult) : undefined);
-  const open = <T>(fn: (tx: Tx) => Promise<T>) => withTenant(ctx.db, ctx.principal.tenantId, fn, SNAPSHOT);
+  const open = <T>(fn: (tx: Tx) => Promise<T>, config?: typeof SNAPSHOT) => withTenant(ctx.db, ctx.principal.tenantId, fn, config);
   const [first, second] = await Promise.all([
     open(async (tx) => {
       keywordList = await keyword(tx);
       return lastLoads(tx);
-    }),
+    }, SNAPSHOT),
     embedded.then((vector) =>
       open(async (tx) => {
         semanticResult = await semantic(tx, vector);
@@ -208,11 +210,10 @@ async function embedWith(embedder: QueryEmbedder, model: ModelInfo, query: strin
 }
 
 /**
- * The semantic list in `tx`'s snapshot. The serving model is read again there, with the vectors
- * it is about to search, so a model switch that committed while the query was being embedded
- * (which deletes the old model's vectors) cannot empty the answer: the query is then embedded
- * again with the model this snapshot serves. That is rare, and only then does a connection wait
- * on the endpoint.
+ * The semantic list. Its search statement also reads the serving model, in the same snapshot as the
+ * vectors, so a model switch that committed while the query was being embedded (which deletes the
+ * old model's vectors) cannot go unnoticed and empty the answer: the query is then embedded again
+ * with the model that serves now. That is rare, and only then does a connection wait on the endpoint.
  */
 async function semanticList(
   ctx: RetrievalContext,
@@ -223,17 +224,18 @@ async function semanticList(
   depth: number,
 ): Promise<SemanticList> {
   if ('degraded' in embedded) return embedded;
-  // Sent together (one round trip): the check and the search it is likely to confirm.
-  const [model, ranked] = await Promise.all([
-    servingModel(tx),
-    semanticSearch(tx, ctx.principal, embedded.model, embedded.vector, corpus, depth),
-  ]);
+  // The search statement also reads the serving model, in its own snapshot.
+  const ranked = await semanticSearch(tx, ctx.principal, embedded.model, embedded.vector, corpus, depth);
+  if (ranked.servingModel === embedded.model.model) {
+    lastServing.set(ctx.db, embedded.model);
+    return { model: embedded.model, ranked };
+  }
+  const model = await servingModel(tx);
   if (!model) {
     lastServing.delete(ctx.db);
     return { degraded: 'embeddings-pending' };
   }
   lastServing.set(ctx.db, model);
-  if (model.model === embedded.model.model) return { model, ranked };
   const again = await embedWith(ctx.embedder!, model, query);
   if ('degraded' in again) return again;
   return { model, ranked: await semanticSearch(tx, ctx.principal, model, again.vector, corpus, depth) };

@@ -26,6 +26,9 @@ export interface SemanticPlan {
   strategy: 'exact' | 'hnsw';
 }
 
+/** Best first, with the strategy that ran and the model serving in the search's snapshot. */
+export type SemanticResult = RankedId[] & { strategy: SemanticPlan['strategy']; servingModel: string | null };
+
 /** Quotes a string as an SQL literal. Model names are inlined so the partial index can match. */
 const literal = (value: string) => sql.raw(`'${value.replace(/'/g, "''")}'`);
 
@@ -37,7 +40,7 @@ export async function semanticSearch(
   corpus: SQL[],
   depth: number,
   force?: SemanticPlan['strategy'],
-): Promise<RankedId[] & { strategy?: SemanticPlan['strategy'] }> {
+): Promise<SemanticResult> {
   const dims = sql.raw(String(Math.trunc(model.dims)));
   const vector = sql`${pgvector.toSql(queryVector)}::vector(${dims})`;
   const candidates = and(visibleTo(principal, facts), ...corpus)!;
@@ -55,33 +58,40 @@ export async function semanticSearch(
       ? sql`(select count(*) from (select 1 from ${joined} where ${modelIs} and ${candidates} limit ${EXACT_SCAN_LIMIT + 1}) capped) <= ${EXACT_SCAN_LIMIT}`
       : sql.raw(force === 'exact' ? 'true' : 'false');
   const search = tx.execute(sql`
-    with few as materialized (select ${few} as yes)
-    (
-      -- \`+ 0\` keeps the planner off the index: an exact ordering over the candidates.
-      select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance, 'exact' as strategy
-      from ${joined}
-      where (select yes from few) and ${modelIs} and ${candidates}
-      order by (e.embedding::vector(${dims}) <=> ${vector}) + 0, e.fact_id desc
-      limit ${depth}
-    )
-    union all
-    (
-      -- relaxed_order may return neighbours slightly out of order: sort the few found exactly.
-      select id, distance, 'hnsw' as strategy from (
-        select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance
+    with few as materialized (select ${few} as yes),
+    found as (
+      (
+        -- \`+ 0\` keeps the planner off the index: an exact ordering over the candidates.
+        select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance, 'exact' as strategy
         from ${joined}
-        where ${modelIs} and ${candidates}
-        order by e.embedding::vector(${dims}) <=> ${vector}
+        where (select yes from few) and ${modelIs} and ${candidates}
+        order by (e.embedding::vector(${dims}) <=> ${vector}) + 0, e.fact_id desc
         limit ${depth}
-      ) nearest
-      where not (select yes from few)
-      order by distance, id desc
+      )
+      union all
+      (
+        -- relaxed_order may return neighbours slightly out of order: sorted exactly below.
+        select id, distance, 'hnsw' as strategy from (
+          select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance
+          from ${joined}
+          where ${modelIs} and ${candidates}
+          order by e.embedding::vector(${dims}) <=> ${vector}
+          limit ${depth}
+        ) nearest
+        where not (select yes from few)
+      )
     )
+    -- The serving model in the same snapshot as the vectors, so a caller can tell whether they
+    -- are still the ones it meant to search (one row even when nothing was found).
+    select (select model from embedding_models where state in ('active', 'backfilling') order by state = 'active' desc limit 1) as serving,
+      found.id, found.distance, found.strategy
+    from (select 1) one left join found on true
+    order by found.distance, found.id desc
   `);
   // Drizzle sends a statement when it is awaited: both at once, so they are pipelined.
   const [, found] = await Promise.all([settings, search]);
-  const rows = found as unknown as { id: string; distance: number | string; strategy: SemanticPlan['strategy'] }[];
+  const rows = found as unknown as { serving: string | null; id: string | null; distance: number | string; strategy: SemanticPlan['strategy'] }[];
   const strategy: SemanticPlan['strategy'] = rows[0]?.strategy ?? force ?? 'exact';
-  const ranked = rows.map((row) => ({ id: row.id, score: 1 - Number(row.distance) }));
-  return Object.assign(ranked, { strategy });
+  const ranked = rows.flatMap((row) => (row.id === null ? [] : [{ id: row.id, score: 1 - Number(row.distance) }]));
+  return Object.assign(ranked, { strategy, servingModel: rows[0]?.serving ?? null });
 }
