@@ -136,12 +136,21 @@ export async function withTenant<T>(
     // timeout: a statement past it is cancelled by the server (57014, answered 503), so a slow
     // query or a lock wait cannot hold a connection and the database for long. Transaction-local,
     // like the tenant, so it works through PgBouncer in transaction mode.
-    await tx.execute(
+    const settings = tx.execute(
       statementTimeoutMs
         ? drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true), set_config('statement_timeout', ${String(statementTimeoutMs)}, true)`
         : drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)`,
     );
-    return fn(tx);
+    if (!options.prepared) {
+      await settings;
+      return fn(tx);
+    }
+    // Hot paths do not wait for the settings: postgres.js sends a transaction's statements in the
+    // order they are started (each one microtask after it is made), and the settings are started
+    // before `fn` runs, so they travel ahead of its first statement, in the same write to the
+    // socket. When they fail, the transaction is aborted and their error is the one thrown.
+    const [, result] = await Promise.all([settings.then(() => undefined), fn(tx)]);
+    return result;
   }, config);
 }
 
