@@ -27,6 +27,9 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
  */
 export const BATCH_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 
+/** The body limit of a request path: the batch write's, or everyone else's. */
+export const bodyLimitFor = (path: string): number => (path === BATCH_WRITE_PATH ? BATCH_BODY_LIMIT_BYTES : BODY_LIMIT_BYTES);
+
 /** Search by meaning, when this runtime has embeddings. */
 export interface EmbeddingServices {
   embedder: QueryEmbedder;
@@ -61,8 +64,9 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
   const limitTo = (maxSize: number, words: string) =>
     bodyLimit({ maxSize, onError: (c) => respondWithError(c, new AppError('payload-too-large', `Request body is larger than ${words}`)) });
   const bodyLimitOf = { batch: limitTo(BATCH_BODY_LIMIT_BYTES, '16 MiB'), other: limitTo(BODY_LIMIT_BYTES, '1 MiB') };
+  // bodyLimitFor (the 100-continue check) and this choice must agree.
   for (const path of ['/v1/*', '/api/kiwi/*']) {
-    app.use(path, (c, next) => (c.req.path === BATCH_WRITE_PATH ? bodyLimitOf.batch : bodyLimitOf.other)(c, next));
+    app.use(path, (c, next) => (bodyLimitFor(c.req.path) === BATCH_BODY_LIMIT_BYTES ? bodyLimitOf.batch : bodyLimitOf.other)(c, next));
     app.use(path, emptyJsonBodyIsNoBody());
     app.use(path, authenticate(verifyToken));
   }

@@ -6,7 +6,7 @@
  */
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
-import { BODY_LIMIT_BYTES, createApp, type EmbeddingServices } from './app.ts';
+import { bodyLimitFor, createApp, type EmbeddingServices } from './app.ts';
 import { createTokenVerifier } from './auth/verify.ts';
 import { type Config, describeSearch, loadConfig } from './config.ts';
 import { loadEnvFile } from './env-file.ts';
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
   }) as Server;
   answerMalformedRequests(server);
   const connections = manageConnections(server, {
-    maxBodyBytes: BODY_LIMIT_BYTES,
+    bodyLimitFor,
     // A second of grace for idle keep-alive connections, and never most of the deadline.
     idleGraceMs: Math.min(1000, config.shutdownTimeoutMs / 4),
   });

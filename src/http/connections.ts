@@ -19,8 +19,8 @@ import { Server as NetServer, type Socket } from 'node:net';
 import { errorBody } from './errors.ts';
 
 export interface ConnectionOptions {
-  /** Bodies declared larger than this are refused before the client sends them (no `100 Continue`). */
-  maxBodyBytes: number;
+  /** A body declared larger than its path's limit is refused before the client sends it (no `100 Continue`). */
+  bodyLimitFor: (path: string) => number;
   /** While draining, a connection idle this long is closed. */
   idleGraceMs: number;
   /** After answering a request whose body is still arriving, read on for at most this long… */
@@ -48,7 +48,7 @@ interface SocketState {
 const SWEEP_EVERY_MS = 50;
 
 export function manageConnections(server: Server, options: ConnectionOptions): Connections {
-  const { maxBodyBytes, idleGraceMs, lingerMs = 5000, lingerBytes = 64 * 1024 * 1024 } = options;
+  const { bodyLimitFor, idleGraceMs, lingerMs = 5000, lingerBytes = 64 * 1024 * 1024 } = options;
   const sockets = new Map<Socket, SocketState>();
   const inFlight = new Set<ServerResponse>();
   let draining = false;
@@ -106,7 +106,8 @@ export function manageConnections(server: Server, options: ConnectionOptions): C
   // would send `100 Continue` to everyone; a body declared over the limit gets the route's 413.
   server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     const declared = Number(request.headers['content-length']);
-    if (!(declared > maxBodyBytes)) response.writeContinue();
+    const path = (request.url ?? '/').split('?', 1)[0]!;
+    if (!(declared > bodyLimitFor(path))) response.writeContinue();
     server.emit('request', request, response);
   });
 

@@ -367,6 +367,32 @@ describe('HTTP faults: a real API process', () => {
     }
   });
 
+  it('Expect: 100-continue follows each route’s limit: a 2 MiB batch write is invited, a 2 MiB single write gets 413 at once', async () => {
+    const { api, port } = await startApi();
+    const token = await tokenFor({ tid: uniqueTenant('continue'), role: 'admin' });
+    // The first line the server sends after headers that announce a body and wait for leave to send it.
+    const firstLine = (path: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = netConnect(port, '127.0.0.1');
+        socket.setTimeout(5000, () => socket.destroy(new Error(`no answer for ${path}`)));
+        socket.on('error', reject);
+        socket.once('data', (chunk: Buffer) => {
+          resolve(chunk.toString('latin1').split('\r\n', 1)[0]!);
+          socket.destroy();
+        });
+        socket.write(
+          `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${2 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n`,
+        );
+      });
+    try {
+      expect(await firstLine('/v1/memory/facts:batch')).toBe('HTTP/1.1 100 Continue');
+      expect(await firstLine(FACTS)).toBe('HTTP/1.1 413 Payload Too Large');
+    } finally {
+      await stopProcess(api);
+    }
+  });
+
   it('SIGTERM under keep-alive load: drains, answers or refuses retryably, exits 0', async () => {
     const { api, port } = await startApi();
     const tenantId = uniqueTenant('drain');
