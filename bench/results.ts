@@ -55,8 +55,8 @@ export function renderMarkdown(run: SideBySideRun): string {
       'API: semantic mode with the filter; plain HNSW: the same filter after the index with pgvector defaults (no iterative scan), for reference.',
       '',
       table(
-        ['facts', 'case', 'candidates', 'API recall@10', 'plain HNSW', 'queries'],
-        run.recall.map((r) => [String(r.size), r.label, String(r.candidates), r.api.toFixed(3), r.rawHnsw.toFixed(3), String(r.queries)]),
+        ['facts', 'case', 'candidates', 'API recall@10', 'API results', 'plain HNSW', 'queries'],
+        run.recall.map((r) => [String(r.size), r.label, String(r.candidates), r.api.toFixed(3), r.returned.toFixed(1), r.rawHnsw.toFixed(3), String(r.queries)]),
       ),
       '',
     );

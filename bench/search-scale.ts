@@ -131,6 +131,8 @@ export interface RecallRow {
   /** Facts the filter leaves in the tenant. */
   candidates: number;
   api: number;
+  /** Mean results the API returned (fewer than 10 with 10+ candidates: the search starved). */
+  returned: number;
   /** Plain HNSW (no iterative scan), what a naive filtered query finds. */
   rawHnsw: number;
   queries: number;
@@ -143,6 +145,7 @@ export async function filteredRecall(setup: SearchSetup, size: number, cases: re
     const [{ n }] = await owner<[{ n: number }]>`
       select count(*)::int as n from facts where tenant_id = ${c.tenantId} ${c.type ? owner`and type = ${c.type}` : owner``}`;
     let api = 0;
+    let returned = 0;
     let naive = 0;
     for (let i = 0; i < queryCount; i++) {
       const query = semanticQuery(c.clusters, i, `recall probe ${i}`);
@@ -150,6 +153,7 @@ export async function filteredRecall(setup: SearchSetup, size: number, cases: re
       const truth = await exactTop10(owner, model, space.dims, c.tenantId, vector, c.type);
       const found = await apiSearch({ ...setup, token: c.token }, 'semantic', query, c.type ? { type: c.type } : {});
       api += recallAt(10, found, truth);
+      returned += found.length;
       // A naive filtered HNSW query: the tenant and type filters applied after the index's ef_search candidates.
       const plain = await owner.unsafe(
         `select e.fact_id as id from fact_embeddings e join facts f on f.tenant_id = e.tenant_id and f.id = e.fact_id
@@ -159,8 +163,8 @@ export async function filteredRecall(setup: SearchSetup, size: number, cases: re
       );
       naive += recallAt(10, plain.map((r) => r.id as string), truth);
     }
-    const row = { size, label: c.label, candidates: n, api: api / queryCount, rawHnsw: naive / queryCount, queries: queryCount };
-    progress(`recall ${size}: ${c.label} (${n} candidates) API ${row.api.toFixed(3)}, plain HNSW ${row.rawHnsw.toFixed(3)}`);
+    const row = { size, label: c.label, candidates: n, api: api / queryCount, returned: returned / queryCount, rawHnsw: naive / queryCount, queries: queryCount };
+    progress(`recall ${size}: ${c.label} (${n} candidates) API ${row.api.toFixed(3)} (${row.returned.toFixed(1)} returned), plain HNSW ${row.rawHnsw.toFixed(3)}`);
     rows.push(row);
   }
   return rows;

@@ -328,7 +328,8 @@ async function runModules(options: SideBySideOptions, run: SideBySideRun): Promi
     try {
       run.modules[name] = await go();
     } catch (error) {
-      run.notes.push(`${name}: failed: ${error instanceof Error ? error.message : String(error)}`);
+      // The first line only: a driver error's message can carry the whole statement.
+      run.notes.push(`${name}: failed: ${(error instanceof Error ? error.message : String(error)).split('\n')[0]!.trim()}`);
     }
   };
   if (has('keyword')) {
