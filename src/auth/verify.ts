@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   createRemoteJWKSet,
   customFetch,
@@ -33,6 +34,47 @@ export const JWKS_RETRY_AFTER_FAILURE_MS = 5_000;
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'ES256', 'EdDSA'];
 
 export type TokenVerifier = (authorization: string | undefined) => Promise<Principal>;
+
+/**
+ * Tokens verified lately, by the SHA-256 of their text: an agent sends the same token with every
+ * request, and verifying it again (HS256 through WebCrypto, the key imported each time) cost
+ * ~1.1 ms of a ~4 ms write at 8 clients (docs/decisions.md, "Single writes"). An entry is used
+ * only while the token's own `exp` has not passed (jose's 30 s tolerance is not extended to the
+ * cache), so nothing is accepted that a fresh check would refuse — tokens are not revocable in
+ * Mnemo either way. Bounded: the oldest entries go first.
+ */
+export const VERIFIED_TOKENS_MAX = 10_000;
+
+class VerifiedTokens {
+  private readonly entries = new Map<string, { principal: Readonly<Principal>; expiresAtMs: number }>();
+
+  get(token: string): Principal | undefined {
+    const key = digest(token);
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (Date.now() >= entry.expiresAtMs) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry.principal;
+  }
+
+  set(token: string, principal: Principal, expSeconds: number): void {
+    if (this.entries.size >= VERIFIED_TOKENS_MAX) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(digest(token), { principal: deepFreeze(principal), expiresAtMs: expSeconds * 1000 });
+  }
+}
+
+const digest = (token: string) => createHash('sha256').update(token).digest('base64');
+
+/** A principal handed to many requests must not be changed by one of them. */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
 
 const unauthenticated = (message: string) => new AppError('unauthenticated', message);
 
@@ -94,6 +136,7 @@ export function createTokenVerifier(auth: Config['auth']): TokenVerifier {
     clockTolerance: CLOCK_TOLERANCE_SECONDS,
     requiredClaims: ['exp'],
   };
+  const verified = new VerifiedTokens();
 
   return async (authorization) => {
     if (!authorization) throw unauthenticated('Missing Authorization: Bearer token');
@@ -101,6 +144,8 @@ export function createTokenVerifier(auth: Config['auth']): TokenVerifier {
     if (!match) throw unauthenticated('Authorization must be "Bearer <token>"');
     const token = match[1]!;
     if (Buffer.byteLength(token, 'utf8') > MAX_TOKEN_BYTES) throw unauthenticated('Token too large');
+    const known = verified.get(token);
+    if (known) return known;
 
     let algorithm: string | undefined;
     try {
@@ -134,7 +179,10 @@ export function createTokenVerifier(auth: Config['auth']): TokenVerifier {
       throw unauthenticated(`Token claim ${issue.path.join('.') || 'payload'} is invalid: ${issue.message}`);
     }
     const { sub, tid, role, projects, orgs } = claims.data;
-    return { tenantId: tid, sub, role, projects, orgs };
+    const principal: Principal = { tenantId: tid, sub, role, projects, orgs };
+    // requiredClaims makes exp present; jose has checked it is a number.
+    verified.set(token, principal, (payload as { exp: number }).exp);
+    return principal;
   };
 }
 

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTokenVerifier, JWKS_RETRY_AFTER_FAILURE_MS, MAX_TOKEN_BYTES, TokenKeysUnavailable } from '../../src/auth/verify.ts';
 import { AppError } from '../../src/errors.ts';
 
@@ -132,6 +132,25 @@ describe('token verification', () => {
   ])('refuses %s', async (_label, header, message) => {
     const verify = createTokenVerifier({ jwtSecret: secret, jwksUrl: undefined, issuer: undefined, audience: undefined });
     expect(await failure(verify(header))).toMatchObject({ code: 'unauthenticated', message });
+  });
+
+  it('a token verified once is taken again from the cache only until its exp, and its principal cannot be changed', async () => {
+    const verify = createTokenVerifier({ jwtSecret: secret, jwksUrl: undefined, issuer: undefined, audience: undefined });
+    const now = Math.floor(Date.now() / 1000);
+    const header = `Bearer ${await hs256(claims, secret, now + 60)}`;
+    const first = await verify(header);
+    expect(await verify(header)).toEqual(first);
+    expect(() => {
+      (first.projects.write as string[]).push('p-other');
+    }).toThrow(TypeError);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      // Past exp and jose's 30 s tolerance: a fresh check refuses it, so the cache must too.
+      vi.setSystemTime((now + 120) * 1000);
+      expect(await failure(verify(header))).toMatchObject({ message: 'Token expired' });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('refuses tokens without exp, with bad claims, or unsecured', async () => {
