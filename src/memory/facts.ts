@@ -134,7 +134,7 @@ function assertLegalHoldChange(principal: Principal, requested: boolean | undefi
 /** Writes the next revision of a locked fact: the current row and its revision row together. */
 async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBody>): Promise<Fact> {
   // The generated columns are left out: Postgres computes them from the revision.
-  const { searchVector: _vector, searchLength: _length, mergeKeys: _keys, id, tenantId, ...body } = current;
+  const { searchVector: _vector, searchLength: _length, mergeKeys: _keys, episodeKeys: _episodeKeys, id, tenantId, ...body } = current;
   const revision: RevisionBody = { ...body, ...next, version: current.version + 1 };
   await tx.update(facts).set(revision).where(eq(facts.id, id));
   await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });

@@ -286,3 +286,35 @@ describe('facts.merge_keys (generated from merged_from)', () => {
     expect(await mergeKeysOf(tenant, fact.id)).toEqual(['id:ep-1']);
   });
 });
+
+describe('facts.episode_keys (generated from episode_id, else the fact id, and path)', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+  });
+  afterAll(() => t.drop());
+
+  const episodeKeysOf = async (tenant: string, id: string) =>
+    (await t.admin<{ episode_keys: string[] }[]>`select episode_keys from facts where tenant_id = ${tenant} and id = ${id}`)[0]!.episode_keys;
+
+  // The identity the report gives an episode: its episodeId, else its fact id (report.ts).
+  it.each([
+    [' ep-1 ', '/episodes\\a.md/'],
+    [null, 'episodes/b.md'],
+    ['   ', null],
+    ['\u00a0ep-2\u3000', '\u2003/x/\u2003'],
+    [null, null],
+  ])('holds episodeKeys for episodeId %j, path %j, written through the app role', async (episodeId, path) => {
+    const tenant = uniqueTenant();
+    const fact = await insertFact(t.app.db, tenant, { episodeId, path, memoryKind: 'episodic' });
+    expect(await episodeKeysOf(tenant, fact.id)).toEqual(episodeKeys({ episodeId: episodeId ?? fact.id, path }));
+  });
+
+  it('follows a change of path or episode id, and cannot be written', async () => {
+    const tenant = uniqueTenant();
+    const fact = await insertFact(t.app.db, tenant, { episodeId: 'ep-1', path: 'episodes/a.md', memoryKind: 'episodic' });
+    await t.admin`update facts set path = 'episodes/b.md', episode_id = null, version = 2 where tenant_id = ${tenant} and id = ${fact.id}`;
+    expect(await episodeKeysOf(tenant, fact.id)).toEqual([`id:${fact.id}`, 'path:episodes/b.md']);
+    await expect(t.admin`update facts set episode_keys = '{id:forged}' where tenant_id = ${tenant} and id = ${fact.id}`).rejects.toThrow(/episode_keys/);
+  });
+});
