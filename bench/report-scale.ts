@@ -6,8 +6,8 @@
  * tenant under row-level security, with the default page of 1,000 entries per list.
  *
  * Per run: the time, the growth of this process's resident memory while the report ran (sampled
- * every 20 ms; the API runs the same code, so a report streaming through the cursor should leave
- * it flat), and the bytes PostgreSQL wrote to temporary files meanwhile (pg_stat_database: a sort
+ * every 20 ms; the API runs the same code, and only the two pages reach it, so it should stay
+ * flat), and the bytes PostgreSQL wrote to temporary files meanwhile (pg_stat_database: a sort
  * or hash that spilled to disk). `raw` is the baseline in the same run: counting the tenant's
  * episodes with a plain scan, the least any report must read.
  *
@@ -108,7 +108,7 @@ async function measureAll(database: ScratchDatabase, app: Database, episodes: nu
   }
 }
 
-async function load(database: ScratchDatabase, episodes: number): Promise<void> {
+export async function load(database: ScratchDatabase, episodes: number): Promise<void> {
   await database.owner`insert into tenants (id) values (${TENANT})`;
   // In statements of 100,000 episodes, so a million does not build one huge transaction.
   for (let from = 1; from <= episodes; from += 100_000) {
