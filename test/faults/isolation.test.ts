@@ -57,6 +57,9 @@ const WORDS = 'washing machine spare parts quarterly tax filing';
  */
 const BODIES: Record<string, () => unknown[]> = {
   'POST /v1/memory/facts': () => [{ type: 'b.note', content: { text: 'B writes about spare parts' }, scope: { projectId: 'p-shared' } }],
+  'POST /v1/memory/facts:batch': () => [
+    { facts: [{ type: 'b.note', content: { text: 'B writes in bulk about spare parts' }, scope: { projectId: 'p-shared' } }, { type: 'b.note', content: { text: 'and the tax filing' } }] },
+  ],
   'POST /v1/memory/facts/{id}/supersede': () => [{ content: { text: 'B overwrites' } }, { content: { text: 'B overwrites' }, expectVersion: 1 }],
   'POST /v1/memory/facts/{id}/verify': () => [{}, { expectVersion: 2 }],
   'POST /v1/memory/retrieve': () => [
@@ -224,6 +227,11 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
     v.keys['POST /v1/memory/facts'] = { key: label('key-write') };
     await write({ content: text('The washing machine needs spare parts') }, { 'idempotency-key': v.keys['POST /v1/memory/facts'].key });
     await write({ content: text('The quarterly tax filing is due in April'), scope: { projectId: 'p-shared' } });
+    v.keys['POST /v1/memory/facts:batch'] = { key: label('key-batch') };
+    const batch = await asVictim(admin, 'POST', '/v1/memory/facts:batch', { facts: [{ type: 'a.note', content: text('Bulk note on the washing machine') }] }, {
+      'idempotency-key': v.keys['POST /v1/memory/facts:batch'].key,
+    });
+    facts.push(...(batch.data as { id: string }[]).map((fact) => fact.id));
     await write({ content: text('Ordered spare parts for the washing machine'), scope: { projectId: 'p-shared', participantId: L.participant, threadId: L.thread, sessionId: L.session }, subjects: [{ kind: 'participant', id: L.participant }] });
     await write({ content: text('Private note on the tax filing'), scope: { userId: L.user } });
     await write({ content: text('Org policy on spare parts'), scope: { orgId: 'o-shared' } });
