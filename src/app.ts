@@ -67,8 +67,9 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
   // bodyLimitFor (the 100-continue check) and this choice must agree.
   for (const path of ['/v1/*', '/api/kiwi/*']) {
     app.use(path, (c, next) => (bodyLimitFor(c.req.path) === BATCH_BODY_LIMIT_BYTES ? bodyLimitOf.batch : bodyLimitOf.other)(c, next));
-    app.use(path, emptyJsonBodyIsNoBody());
     app.use(path, authenticate(verifyToken));
+    // After authentication: an unauthenticated request never makes the server read its body.
+    app.use(path, emptyJsonBodyIsNoBody());
   }
   app.route('/', factRoutes({ db, scheduleEmbedding: embeddings?.schedule, erasureKey }));
   app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured }));
