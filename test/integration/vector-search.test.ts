@@ -1,7 +1,8 @@
 /**
  * Semantic search's choice of strategy and filtered HNSW, with the real local model (USE lite) on
  * real pgvector, at a size that runs in seconds: 300 cranfield titles in one tenant (every 50th
- * typed `ir.rare`: 6 facts) and 50 cacm titles in another. Recall and starvation at full size
+ * typed `ir.rare`: 6 facts) and 50 cacm titles in another; a third tenant holds synthetic vectors
+ * placed near and far from a query, for the index's fallback. Recall and starvation at full size
  * (2,442 vectors, ~2% filters, med nDCG@10 in every mode) are in test/slow/retrieval-quality.test.ts.
  */
 import { sql } from 'drizzle-orm';
@@ -92,5 +93,47 @@ describe('semantic search strategies (real model, real pgvector)', () => {
       expect(hnsw.strategy).toBe('hnsw');
       expect(hnsw.map((r) => r.id).sort()).toEqual(exact.map((r) => r.id).sort());
     }
+  });
+
+  it('falls back to an exact scan when the index gives up first: a filter whose facts all lie far from the query', async () => {
+    // 500 facts near the query and 300 far from it (its opposite), typed apart. The filter keeps the
+    // far ones: more than EXACT_SCAN_LIMIT, so the index is tried. A scan budget of 100 tuples
+    // stands in for a large index, where the walk to them is longer than pgvector's budget, and so
+    // does `enable_sort = off`: at this size the planner would rather sort 300 rows than use it.
+    const skewed = admin(uniqueTenant('skewed'));
+    const query = cranQueries[0]!;
+    const random = (() => {
+      let seed = 7;
+      return () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) - 0.5;
+    })();
+    const around = (centre: number[]) => {
+      const v = centre.map((x) => x + random() * 0.2);
+      const norm = Math.hypot(...v);
+      return `[${v.map((x) => x / norm).join(',')}]`;
+    };
+    await t.admin`insert into tenants (id) values (${skewed.tenantId})`;
+    const inserted = await t.admin<{ id: string; type: string }[]>`
+      insert into facts (tenant_id, id, version, created_at, type, content, trust, asserted_by_kind, asserted_by_id)
+      select ${skewed.tenantId}, gen_random_uuid(), 1, now(), case when n > 500 then 'ir.far' else 'ir.near' end, jsonb_build_object('text', 'synthetic ' || n), 'asserted', 'service', 'test'
+      from generate_series(1, 800) n
+      returning id, type`;
+    await t.admin`
+      insert into fact_embeddings (tenant_id, fact_id, model, version, dims, embedding)
+      select ${skewed.tenantId}, id::uuid, ${model.model}, 1, ${model.dims}, v::vector
+      from unnest(${inserted.map((r) => r.id)}::text[], ${inserted.map((r) => around(r.type === 'ir.far' ? query.map((x) => -x) : query))}::text[]) as u(id, v)`;
+    await t.admin`analyze fact_embeddings`;
+    const far = () => [live(), ...typeIn(facts.type, 'ir.far', undefined)];
+    const budgeted = (strategy?: SemanticPlan['strategy']) =>
+      withTenant(t.app.db, skewed.tenantId, async (tx) => {
+        await tx.execute(sql`select set_config('hnsw.max_scan_tuples', '100', true), set_config('enable_sort', 'off', true)`);
+        return semanticSearch(tx, skewed, model, query, far(), K, strategy);
+      });
+
+    // The setup does what it says: the index alone gives up with fewer than K.
+    expect((await budgeted('hnsw')).length).toBeLessThan(K);
+    const auto = await budgeted();
+    expect(auto.strategy).toBe('exact');
+    expect(auto).toHaveLength(K);
+    expect(auto.map((r) => r.id)).toEqual((await budgeted('exact')).map((r) => r.id));
   });
 });
