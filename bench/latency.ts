@@ -70,7 +70,7 @@ export async function measureRetrievalLatency(
       vectors,
       (queryVector) =>
         withTenant(ctx.db, ctx.principal.tenantId, (tx) =>
-          semanticSearch(tx, ctx.principal, model, queryVector, [live()], LATENCY_LIMIT, strategy),
+          semanticSearch(tx, ctx.principal, model, queryVector, [live()], LATENCY_LIMIT, { force: strategy }),
         ),
       rounds,
     );
@@ -81,7 +81,7 @@ export async function measureRetrievalLatency(
     const scanned = await withTenant(ctx.db, ctx.principal.tenantId, async (tx) => {
       const scans = sql`select pg_stat_get_xact_numscans(to_regclass(${index.name}))::int as n`;
       const [before] = (await tx.execute(scans)) as unknown as [{ n: number }];
-      await semanticSearch(tx, ctx.principal, model, queryVector, [live()], LATENCY_LIMIT, 'hnsw');
+      await semanticSearch(tx, ctx.principal, model, queryVector, [live()], LATENCY_LIMIT, { force: 'hnsw' });
       const [after] = (await tx.execute(scans)) as unknown as [{ n: number }];
       return after.n > before.n;
     });

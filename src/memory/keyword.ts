@@ -127,6 +127,8 @@ export async function keywordSearch(
       ) s
     )
     select
+      -- Plans follow each query's parameters even though retrieve() prepares its statements.
+      set_config('plan_cache_mode', 'force_custom_plan', true) as custom_plans,
       ((coalesce((select string_agg('(' || q::text || ')', ' | ')::tsquery from kept), ''::tsquery)${sql.join(anyPhrase, sql``)})${sql.join(excluded, sql``)})::text as matching,
       (select documents from corpus)::float8 as documents,
       (select tokens from corpus)::float8 as tokens,

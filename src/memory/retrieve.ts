@@ -75,9 +75,13 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   if (scopeTenant !== undefined && scopeTenant !== ctx.principal.tenantId) throw new ScopeMismatch();
   if (mode === 'semantic' && !ctx.embedder) throw new AppError('semantic-unavailable', SEMANTIC_UNAVAILABLE_MESSAGE);
 
-  const corpus: SQL[] = [live(), ...typeIn(facts.type, body.type, body.types)];
-  if (body.scope) corpus.push(appliesIn(scope));
-  if (body.validAt) corpus.push(validAt(facts, new Date(body.validAt)));
+  const filters: SQL[] = typeIn(facts.type, body.type, body.types);
+  if (body.scope) filters.push(appliesIn(scope));
+  if (body.validAt) filters.push(validAt(facts, new Date(body.validAt)));
+  const corpus: SQL[] = [live(), ...filters];
+  // Whether the searchable facts may be a small part of the tenant's: the semantic search then
+  // counts them exactly before choosing its strategy (semantic.ts).
+  const narrowed = filters.length > 0 || ctx.principal.role !== 'admin';
   const searchable = and(visibleTo(ctx.principal, facts), ...corpus)!;
   const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => ({
     results,
@@ -95,7 +99,7 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   const query = body.query!;
   const depth = mode === 'both' ? Math.max(FUSION_DEPTH, limit) : limit;
   const keyword = (tx: Tx) => keywordSearch(tx, ctx.principal, query, corpus, depth);
-  const semantic = (tx: Tx, embedded: QueryVector) => semanticList(ctx, tx, query, embedded, corpus, depth);
+  const semantic = (tx: Tx, embedded: QueryVector) => semanticList(ctx, tx, query, embedded, corpus, depth, narrowed);
   // The query is embedded before the semantic search takes a connection (and while the keyword
   // search of `both` runs): a slow endpoint must not hold a database connection.
   const embedded = mode === 'keyword' ? undefined : embedQuery(ctx, query);
@@ -107,7 +111,7 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
     return finish(journal, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : [])));
   };
 
-  if (mode === 'keyword') return inTenantTransaction(ctx, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT);
+  if (mode === 'keyword') return inTenantTransaction(ctx, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT, PREPARED);
 
   if (mode === 'semantic') {
     const vector = await embedded!;
@@ -118,7 +122,7 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
       if (!('degraded' in list)) return load(tx, list.ranked, { mode, embeddingModel: list.model.model });
       if (list.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
       return finish({ mode, degraded: list.degraded }, []);
-    });
+    }, undefined, PREPARED);
   }
 
   const fuseAndLoad = (tx: Tx, keywordList: RankedId[], list: SemanticList) => {
@@ -151,6 +155,16 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
 const SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'read only' } as const;
 
 /**
+ * Searches prepare their statements: their text is long and the same from one query to the next,
+ * and a prepared statement is parsed once per connection and sent in one round trip instead of
+ * two (semantic at 100k facts: 8.5 → 5.0 ms in-process). Their plans still follow each query's
+ * parameters (a term's frequency, a tenant's size): each search sets `plan_cache_mode =
+ * force_custom_plan` for its transaction before its first prepared statement (semantic.ts,
+ * keyword.ts), so no generic plan is ever used.
+ */
+const PREPARED = { prepared: true } as const;
+
+/**
  * The keyword and semantic searches of `both` at once, each in a transaction of its own connection
  * under the tenant (row-level security applies to both); the semantic half opens its
  * transaction only once the query is embedded. Whichever finishes second fuses and loads the facts
@@ -168,7 +182,7 @@ async function bothConcurrently(
   let keywordList: RankedId[] | undefined;
   let semanticResult: SemanticList | undefined;
   const lastLoads = (tx: Tx) => (keywordList && semanticResult ? fuseAndLoad(tx, keywordList, semanticResult) : undefined);
-  const open = <T>(fn: (tx: Tx) => Promise<T>, config?: typeof SNAPSHOT) => withTenant(ctx.db, ctx.principal.tenantId, fn, config);
+  const open = <T>(fn: (tx: Tx) => Promise<T>, config?: typeof SNAPSHOT) => withTenant(ctx.db, ctx.principal.tenantId, fn, config, PREPARED);
   const [first, second] = await Promise.all([
     open(async (tx) => {
       keywordList = await keyword(tx);
@@ -222,10 +236,11 @@ async function semanticList(
   embedded: QueryVector,
   corpus: SQL[],
   depth: number,
+  narrowed: boolean,
 ): Promise<SemanticList> {
   if ('degraded' in embedded) return embedded;
   // The search statement also reads the serving model, in its own snapshot.
-  const ranked = await semanticSearch(tx, ctx.principal, embedded.model, embedded.vector, corpus, depth);
+  const ranked = await semanticSearch(tx, ctx.principal, embedded.model, embedded.vector, corpus, depth, { narrowed });
   if (ranked.servingModel === embedded.model.model) {
     lastServing.set(ctx.db, embedded.model);
     return { model: embedded.model, ranked };
@@ -238,5 +253,5 @@ async function semanticList(
   lastServing.set(ctx.db, model);
   const again = await embedWith(ctx.embedder!, model, query);
   if ('degraded' in again) return again;
-  return { model, ranked: await semanticSearch(tx, ctx.principal, model, again.vector, corpus, depth) };
+  return { model, ranked: await semanticSearch(tx, ctx.principal, model, again.vector, corpus, depth, { narrowed }) };
 }

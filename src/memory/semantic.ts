@@ -41,6 +41,18 @@ export interface SemanticPlan {
   strategy: 'exact' | 'hnsw';
 }
 
+export interface SemanticOptions {
+  /** Run one strategy, no choice and no fallback (tests, the bench). */
+  force?: SemanticPlan['strategy'] | undefined;
+  /**
+   * Whether `corpus` or the principal's visibility may narrow the tenant's facts (a type, scope or
+   * validity filter; a caller other than an admin). Unnarrowed, the candidates are the tenant's
+   * vectors of the model, counted on the primary key alone (an index-only scan, ~0.1 ms) instead
+   * of joined to the facts (~2 ms at 251 rows). Default true: the joined count is always right.
+   */
+  narrowed?: boolean | undefined;
+}
+
 /** Best first, with the strategy that ran and the model serving in the search's snapshot. */
 export type SemanticResult = RankedId[] & { strategy: SemanticPlan['strategy']; servingModel: string | null };
 
@@ -54,7 +66,7 @@ export async function semanticSearch(
   queryVector: number[],
   corpus: SQL[],
   depth: number,
-  force?: SemanticPlan['strategy'],
+  { force, narrowed = true }: SemanticOptions = {},
 ): Promise<SemanticResult> {
   const dims = sql.raw(String(Math.trunc(model.dims)));
   const vector = sql`${pgvector.toSql(queryVector)}::vector(${dims})`;
@@ -67,11 +79,16 @@ export async function semanticSearch(
   const ef = Math.max(40, Math.min(1000, depth));
   const settings = tx.execute(
     sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true),
-      set_config('hnsw.max_scan_tuples', least(coalesce(current_setting('hnsw.max_scan_tuples', true)::int, 20000), ${scanBudget(depth)}::int)::text, true)`,
+      set_config('hnsw.max_scan_tuples', least(coalesce(current_setting('hnsw.max_scan_tuples', true)::int, 20000), ${scanBudget(depth)}::int)::text, true),
+      set_config('plan_cache_mode', 'force_custom_plan', true)`,
   );
+  // Row-level security keeps both counts inside the tenant.
+  const counted = narrowed
+    ? sql`select 1 from ${joined} where ${modelIs} and ${candidates}`
+    : sql`select 1 from fact_embeddings e where ${modelIs}`;
   const few =
     force === undefined
-      ? sql`(select count(*) from (select 1 from ${joined} where ${modelIs} and ${candidates} limit ${EXACT_SCAN_LIMIT + 1}) capped) <= ${EXACT_SCAN_LIMIT}`
+      ? sql`(select count(*) from (${counted} limit ${EXACT_SCAN_LIMIT + 1}) capped) <= ${EXACT_SCAN_LIMIT}`
       : sql.raw(force === 'exact' ? 'true' : 'false');
   // A forced "hnsw" (tests, the bench) never falls back: it shows what the index alone finds.
   const fallback = force === undefined ? sql`(select count(*) from nearest) < ${depth}` : sql.raw('false');

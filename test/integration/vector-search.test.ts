@@ -60,13 +60,15 @@ describe('semantic search strategies (real model, real pgvector)', () => {
     await t?.drop();
   });
 
-  const search = (principal: Principal, vector: number[], corpus = [live()], strategy?: SemanticPlan['strategy']) =>
-    withTenant(t.app.db, principal.tenantId, (tx) => semanticSearch(tx, principal, model, vector, corpus, K, strategy));
+  const search = (principal: Principal, vector: number[], corpus = [live()], strategy?: SemanticPlan['strategy'], narrowed?: boolean) =>
+    withTenant(t.app.db, principal.tenantId, (tx) => semanticSearch(tx, principal, model, vector, corpus, K, { force: strategy, narrowed }));
 
   it(`scans exactly at or below EXACT_SCAN_LIMIT (${EXACT_SCAN_LIMIT}) candidates: the same rows as a forced exact scan`, async () => {
     for (const vector of cacmQueries) {
       const auto = await search(small, vector);
       expect(auto.strategy).toBe('exact');
+      // Unnarrowed (an admin, no filter), the count reads the tenant's vectors alone: the same choice.
+      expect((await search(small, vector, [live()], undefined, false)).strategy).toBe('exact');
       expect(auto).toHaveLength(K);
       expect(auto.map((r) => r.id)).toEqual((await search(small, vector, [live()], 'exact')).map((r) => r.id));
     }
@@ -77,6 +79,7 @@ describe('semantic search strategies (real model, real pgvector)', () => {
     for (const vector of cranQueries) {
       const auto = await search(large, vector);
       expect(auto.strategy).toBe('hnsw');
+      expect((await search(large, vector, [live()], undefined, false)).strategy).toBe('hnsw');
       expect(auto).toHaveLength(K);
       const exact = new Set((await search(large, vector, [live()], 'exact')).map((r) => r.id));
       hits += auto.filter((r) => exact.has(r.id)).length;
@@ -126,7 +129,7 @@ describe('semantic search strategies (real model, real pgvector)', () => {
     const budgeted = (strategy?: SemanticPlan['strategy']) =>
       withTenant(t.app.db, skewed.tenantId, async (tx) => {
         await tx.execute(sql`select set_config('hnsw.max_scan_tuples', '100', true), set_config('enable_sort', 'off', true)`);
-        return semanticSearch(tx, skewed, model, query, far(), K, strategy);
+        return semanticSearch(tx, skewed, model, query, far(), K, { force: strategy });
       });
 
     // The setup does what it says: the index alone gives up with fewer than K.

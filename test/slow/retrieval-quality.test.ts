@@ -206,7 +206,7 @@ describe('retrieval quality on med and filtered vector search (real model, real 
       }
       const before = await indexScans(tx);
       const started = performance.now();
-      const rows = await semanticSearch(tx, c.principal, model, vector, c.corpus, K, strategy);
+      const rows = await semanticSearch(tx, c.principal, model, vector, c.corpus, K, { force: strategy });
       const ms = performance.now() - started;
       return { rows, ms, usedIndex: (await indexScans(tx)) > before };
     });
