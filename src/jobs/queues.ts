@@ -105,12 +105,45 @@ export const erasureQueue = defineQueue({
 /** The queues this build runs. The worker refuses to start unless each has a handler. */
 export const queueDefinitions: readonly QueueDefinition[] = [reconcileQueue, embedQueue, reembedQueue, reportQueue, retentionQueue, erasureQueue];
 
+/** A queued job, as producers see it: whether it failed for good, and putting it back if so. */
+export interface QueuedJob {
+  isFailed(): Promise<boolean>;
+  retry(state?: 'failed'): Promise<void>;
+}
+
+/** How a job is added: under a fixed id (added once), or merged with others (`deduplication`). */
+export interface AddOptions {
+  jobId?: string;
+  deduplication?: { id: string; keepLastIfActive?: boolean };
+}
+
+/** A repeating schedule: every `every` ms, or at the times of a cron `pattern` (in `tz`). */
+export interface RepeatOptions {
+  every?: number;
+  pattern?: string;
+  tz?: string;
+}
+
+/**
+ * What the code asks of a queue, whichever transport runs it: BullMQ's `Queue` as it is (Redis),
+ * or the in-process queue of src/jobs/in-process.ts (no Redis). Only the members in use.
+ */
+export interface JobQueue<Data = JobData> {
+  readonly name: string;
+  add(name: string, data: Data, opts?: AddOptions): Promise<unknown>;
+  getJob(jobId: string): Promise<QueuedJob | undefined>;
+  upsertJobScheduler(id: string, repeat: RepeatOptions, template: { name?: string; data?: Data }): Promise<unknown>;
+  getJobScheduler(id: string): Promise<unknown>;
+  removeJobScheduler(id: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
 /**
  * Adds a job under a deterministic id, so the same work is never queued twice. BullMQ ignores an
  * add whose id exists; if that job has failed for good, it is retried instead, so work handed in
  * again after an outage is not silently dropped.
  */
-export async function enqueueUnique(queue: Queue<JobData>, data: JobData, jobId: string): Promise<'added' | 'retried' | 'exists'> {
+export async function enqueueUnique(queue: JobQueue, data: JobData, jobId: string): Promise<'added' | 'retried' | 'exists'> {
   const existing = await queue.getJob(jobId);
   if (existing) {
     if (!(await existing.isFailed())) return 'exists';
@@ -121,10 +154,23 @@ export async function enqueueUnique(queue: Queue<JobData>, data: JobData, jobId:
   await queue.add(queue.name, data, { jobId });
   return 'added';
 }
-/** Producer handles for enqueueing, by queue name. */
-export type Queues = ReadonlyMap<string, Queue<JobData>>;
 
-export function createQueues(connection: Redis, definitions: readonly QueueDefinition[], prefix: string): Queues {
+/**
+ * A repeatable queue (reconcile, retention): its schedule, and a pass now too, so whatever was
+ * lost is found without waiting a period, and a due sweep runs at once.
+ */
+export async function scheduleRepeatable(queue: JobQueue, every: number): Promise<void> {
+  await queue.upsertJobScheduler(queue.name, { every }, { name: queue.name, data: { payload: {} } });
+  await queue.add(queue.name, { payload: {} });
+}
+
+/** Producer handles for enqueueing, by queue name, whichever transport runs the jobs. */
+export type Queues = ReadonlyMap<string, JobQueue>;
+
+/** BullMQ's queues (Redis), for what only they offer: counts, obliterate, events. */
+export type BullQueues = ReadonlyMap<string, Queue<JobData>>;
+
+export function createQueues(connection: Redis, definitions: readonly QueueDefinition[], prefix: string): BullQueues {
   return new Map(
     definitions.map((definition) => [
       definition.name,

@@ -1,4 +1,4 @@
-import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../db/client.ts';
@@ -7,8 +7,25 @@ import { type Logger, type SafeError, safeError, safeErrorText } from '../log.ts
 import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
 import type { JobData, QueueDefinition } from './queues.ts';
 
+/**
+ * What a handler and the processor read of the job they run. BullMQ's `Job` has it; so does a job
+ * of the in-process transport (src/jobs/in-process.ts), whose outbox jobs count their attempts in
+ * Postgres.
+ */
+export interface RunningJob {
+  readonly id?: string | undefined;
+  readonly name: string;
+  readonly data: JobData;
+  /** Attempts made before this one. */
+  readonly attemptsMade: number;
+  /** When the job was created (a scheduler's run: the time it was due), in ms. */
+  readonly timestamp: number;
+  readonly opts: { readonly attempts?: number | undefined };
+  updateProgress(progress: object): Promise<void>;
+}
+
 export interface JobContext {
-  job: Job<JobData>;
+  job: RunningJob;
   logger: Logger;
 }
 
@@ -40,7 +57,7 @@ const jobDataSchema = z.object({
  * it, and keeps the job's outbox row in step (done, or failed with the error).
  */
 export function createProcessor(definition: QueueDefinition, handler: JobHandler, deps: { db: Db; logger: Logger }) {
-  return async (job: Job<JobData>): Promise<unknown> => {
+  return async (job: RunningJob): Promise<unknown> => {
     const logger = deps.logger.child({ queue: definition.name, jobId: job.id });
     const data = jobDataSchema.safeParse(job.data);
     const ref = data.success ? data.data.outbox : undefined;

@@ -9,7 +9,7 @@ import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
 import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
-import { closeQueues, createQueues, queueDefinitions, type Queues } from '../../src/jobs/queues.ts';
+import { type BullQueues, closeQueues, createQueues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
 import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/embeddings.ts';
 import { createHandlerRegistry } from '../../workers/registry.ts';
@@ -65,7 +65,7 @@ export interface TestEmbeddings {
   /** The real local model behind an OpenAI-compatible endpoint. */
   server: LocalEmbeddingsServer;
   providers: EmbeddingProviders;
-  queues: Queues;
+  queues: BullQueues;
   prefix: string;
   /** Resolves once every live fact of the tenant has a current vector of the serving model. */
   settled(tenantId: string, timeoutMs?: number): Promise<void>;
@@ -77,7 +77,7 @@ export interface TestApi {
   /** Present with `startTestApi({ embeddings: true })`: an in-process worker embeds what is written. */
   embeddings?: TestEmbeddings;
   /** Present with `worker` or `embeddings`: the queues the in-process worker takes jobs from. */
-  queues?: Queues;
+  queues?: BullQueues;
   /** What the app logged (JSON lines), for tests of what is logged. */
   logs: string[];
   /** A fresh tenant and an admin token for it. */

@@ -10,7 +10,7 @@ import { outbox } from '../../src/db/schema.ts';
 import { dispatchOutbox, pendingOutbox, recordOutbox } from '../../src/jobs/outbox.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
 import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
-import { closeQueues, createQueues, defineQueue, embedQueue, type JobData, type Queues, reconcileQueue } from '../../src/jobs/queues.ts';
+import { closeQueues, createQueues, defineQueue, embedQueue, type BullQueues, type JobData, reconcileQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { checkRegistry, HandlerRegistryError, type JobHandler, startWorkers } from '../../src/jobs/worker.ts';
 import { createLogger } from '../../src/log.ts';
@@ -36,7 +36,7 @@ describe('jobs', () => {
   let producer: Redis;
   let connection: Redis;
   let prefix: string;
-  let queues: Queues;
+  let queues: BullQueues;
   let workers: Worker<JobData>[] = [];
 
   beforeAll(async () => {
@@ -226,7 +226,7 @@ describe('embed jobs', () => {
   let providers: EmbeddingProviders;
   let producer: Redis;
   let connection: Redis;
-  let queues: Queues;
+  let queues: BullQueues;
   let workers: Worker<JobData>[] = [];
   const prefix = `mnemo-test-${randomBytes(4).toString('hex')}`;
 
