@@ -231,6 +231,16 @@ function required<K extends keyof Environment>(e: Environment, name: K): NonNull
   return value as NonNullable<Environment[K]>;
 }
 
+/**
+ * Where jobs run (DESIGN §1): BullMQ workers on REDIS_URL, or, with REDIS_URL unset, the API
+ * process itself (src/jobs/in-process.ts). The worker process asks first: in-process mode has no
+ * use for it.
+ */
+export function jobsTransport(env: NodeJS.ProcessEnv): { kind: 'bullmq'; redisUrl: string } | { kind: 'in-process' } {
+  const redisUrl = parseEnvironment(env).REDIS_URL;
+  return redisUrl ? { kind: 'bullmq', redisUrl } : { kind: 'in-process' };
+}
+
 /** Configuration of the long-running processes: the API (`api`) and the workers (`worker`). */
 export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): Config {
   const e = parseEnvironment(env);

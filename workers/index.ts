@@ -1,12 +1,13 @@
 /**
  * The worker process: one BullMQ worker per queue, every handler checked at startup.
  * SIGTERM/SIGINT: stop taking jobs, let running ones finish (within MNEMO_SHUTDOWN_TIMEOUT_MS),
- * close Redis and Postgres, exit 0.
+ * close Redis and Postgres, exit 0. Without REDIS_URL the API process runs the jobs itself
+ * (src/jobs/in-process.ts): this one says so and exits.
  */
-import { loadConfig } from '../src/config.ts';
+import { jobsTransport, loadConfig } from '../src/config.ts';
 import { loadEnvFile } from '../src/env-file.ts';
 import { assertRestrictedRole, connect } from '../src/db/client.ts';
-import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQueue } from '../src/jobs/queues.ts';
+import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQueue, scheduleRepeatable } from '../src/jobs/queues.ts';
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
 import { createEmbeddingProviders } from '../src/embeddings/registry.ts';
@@ -16,6 +17,10 @@ import { createHandlerRegistry } from './registry.ts';
 
 async function main(): Promise<void> {
   loadEnvFile();
+  if (jobsTransport(process.env).kind === 'in-process') {
+    process.stdout.write('mnemo worker: not needed without REDIS_URL: jobs run in the API process (npm start); set REDIS_URL to run them in workers\n');
+    return;
+  }
   const config = loadConfig(process.env, 'worker');
   const logger = createLogger(config.logLevel, { process: 'worker' });
   logUnhandledRejections(logger);
@@ -53,10 +58,7 @@ async function main(): Promise<void> {
     { queue: queues.get(reconcileQueue.name)!, every: config.reconcileEveryMs },
     { queue: queues.get(retentionQueue.name)!, every: config.retentionEveryMs },
   ];
-  const schedule = async ({ queue, every }: (typeof repeatable)[number]) => {
-    await queue.upsertJobScheduler(queue.name, { every }, { name: queue.name, data: { payload: {} } });
-    await queue.add(queue.name, { payload: {} });
-  };
+  const schedule = ({ queue, every }: (typeof repeatable)[number]) => scheduleRepeatable(queue, every);
   for (const entry of repeatable) await schedule(entry);
   // The schedules themselves live in Redis: if Redis loses its data while we run, put them back.
   const watchdog = setInterval(() => {

@@ -85,3 +85,73 @@ export async function markOutboxAttemptFailed(
       .where(eq(outbox.id, ref.id)),
   );
 }
+
+// Claims, for the in-process transport (src/jobs/in-process.ts): without Redis, processes that
+// share the database take outbox rows from Postgres itself. Each call is one short transaction:
+// nothing is held open while the job works (an embedded database runs one transaction at a time).
+
+export type OutboxClaim =
+  | { kind: 'claimed'; attempts: number; payload: unknown; createdAt: Date }
+  /** A failed attempt's backoff: the row may be taken again in `waitMs`. */
+  | { kind: 'later'; waitMs: number }
+  /** Done, failed for good, gone, or being run by another process (claimed or being claimed). */
+  | { kind: 'unavailable' };
+
+const leaseFor = (ms: number) => sql`now() + (${ms})::double precision * interval '1 millisecond'`;
+
+/**
+ * Claims an outbox row for `leaseMs`, unless another process holds it (its lease not lapsed) or
+ * is claiming it this instant (`SKIP LOCKED`: never waits on another's lock), or its backoff has
+ * not elapsed. Two processes never both get `claimed` while a lease runs.
+ */
+export async function claimOutbox(
+  db: Db,
+  ref: { tenantId: string; id: string },
+  claim: { by: string; leaseMs: number },
+): Promise<OutboxClaim> {
+  return withTenant(db, ref.tenantId, async (tx) => {
+    const [row] = await tx
+      .select({
+        attempts: outbox.attempts,
+        payload: outbox.payload,
+        createdAt: outbox.createdAt,
+        held: sql<boolean>`coalesce(${outbox.claimedUntil} > now(), false)`,
+        waitMs: sql<number>`coalesce(greatest(extract(epoch from ${outbox.nextAttemptAt} - now()) * 1000, 0), 0)::float8`,
+      })
+      .from(outbox)
+      .where(and(eq(outbox.tenantId, ref.tenantId), eq(outbox.id, ref.id), isNull(outbox.doneAt), isNull(outbox.failedAt)))
+      .for('update', { skipLocked: true });
+    if (!row || row.held) return { kind: 'unavailable' };
+    if (row.waitMs > 0) return { kind: 'later', waitMs: Math.ceil(row.waitMs) };
+    await tx
+      .update(outbox)
+      .set({ claimedUntil: leaseFor(claim.leaseMs), claimedBy: claim.by })
+      .where(and(eq(outbox.tenantId, ref.tenantId), eq(outbox.id, ref.id)));
+    return { kind: 'claimed', attempts: row.attempts, payload: row.payload, createdAt: row.createdAt };
+  });
+}
+
+/** Extends a claim while its job runs; false when the claim is no longer this process's. */
+export async function renewOutboxClaim(db: Db, ref: { tenantId: string; id: string }, claim: { by: string; leaseMs: number }): Promise<boolean> {
+  const renewed = await withTenant(db, ref.tenantId, (tx) =>
+    tx
+      .update(outbox)
+      .set({ claimedUntil: leaseFor(claim.leaseMs) })
+      .where(and(eq(outbox.tenantId, ref.tenantId), eq(outbox.id, ref.id), eq(outbox.claimedBy, claim.by)))
+      .returning({ id: outbox.id }),
+  );
+  return renewed.length > 0;
+}
+
+/**
+ * Gives a claim up once its job has settled: with `retryInMs`, the row may be taken again only
+ * after that backoff (kept in Postgres, so a restart honours it too).
+ */
+export async function releaseOutboxClaim(db: Db, ref: { tenantId: string; id: string }, by: string, retryInMs?: number): Promise<void> {
+  await withTenant(db, ref.tenantId, (tx) =>
+    tx
+      .update(outbox)
+      .set({ claimedUntil: null, claimedBy: null, nextAttemptAt: retryInMs === undefined ? null : leaseFor(retryInMs) })
+      .where(and(eq(outbox.tenantId, ref.tenantId), eq(outbox.id, ref.id), eq(outbox.claimedBy, by))),
+  );
+}
