@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { resolveDataDir } from './embedded/data-dir.ts';
+import { localSecret, SECRET_FILES } from './embedded/secrets.ts';
+import { LOCAL_MODEL } from './embeddings/local-model.ts';
 import { redactUrl } from './redact.ts';
 
 /**
@@ -60,9 +63,10 @@ const environmentSchema = z
     MNEMO_JWKS_URL: optionalUrl(httpUrl),
     MNEMO_JWT_ISSUER: optionalText,
     MNEMO_JWT_AUDIENCE: optionalText,
+    MNEMO_DATA_DIR: optionalText,
     KINDGI_MEMORY_EMBEDDINGS: z.preprocess(
       (value) => (value === '' ? undefined : value),
-      z.enum(['openai-compat'], { message: 'must be "openai-compat" or unset' }).optional(),
+      z.enum(['openai-compat', 'local'], { message: 'must be "openai-compat", "local" or unset' }).optional(),
     ),
     KINDGI_MEMORY_EMBEDDINGS_URL: optionalUrl(httpUrl),
     KINDGI_MEMORY_EMBEDDINGS_MODEL: optionalText,
@@ -146,9 +150,18 @@ const environmentSchema = z
 
 type Environment = z.infer<typeof environmentSchema>;
 
+/**
+ * Where the data lives (DESIGN §1): a PostgreSQL server (DATABASE_URL: the app role's connection,
+ * not the tables' owner; see docs/decisions.md), or, with DATABASE_URL unset, the embedded
+ * PostgreSQL in this process, in `dataDir` (MNEMO_DATA_DIR, default ./.mnemo; src/embedded/).
+ */
+export type Storage = { kind: 'server'; databaseUrl: string } | { kind: 'embedded'; dataDir: string };
+
+/** Where jobs run: BullMQ workers on REDIS_URL, or, with REDIS_URL unset, the API process itself. */
+export type Jobs = { kind: 'bullmq'; redisUrl: string } | { kind: 'in-process' };
+
 export interface Config {
-  /** The app role's connection (not the tables' owner; see docs/decisions.md). */
-  databaseUrl: string;
+  storage: Storage;
   /** How this process uses the database; passed to `connect()` as is. */
   database: {
     /** How long opening a connection may take (MNEMO_DB_CONNECT_TIMEOUT_MS). */
@@ -159,7 +172,9 @@ export interface Config {
      */
     statementTimeoutMs: number;
   };
-  redisUrl: string;
+  /** `statement_timeout` of jobs the API runs itself (no Redis): the worker's, MNEMO_WORKER_STATEMENT_TIMEOUT_MS. */
+  jobStatementTimeoutMs: number;
+  jobs: Jobs;
   port: number;
   auth: {
     jwtSecret: string | undefined;
@@ -169,6 +184,8 @@ export interface Config {
   };
   embeddings:
     | { kind: 'none' }
+    /** The built-in model (use-lite-512), served in the API's own process (KINDGI_MEMORY_EMBEDDINGS=local). */
+    | { kind: 'local'; batchSize: number; semanticWeight?: number | undefined }
     | {
         kind: 'openai-compat';
         url: string;
@@ -241,21 +258,37 @@ export function jobsTransport(env: NodeJS.ProcessEnv): { kind: 'bullmq'; redisUr
   return redisUrl ? { kind: 'bullmq', redisUrl } : { kind: 'in-process' };
 }
 
-/** Configuration of the long-running processes: the API (`api`) and the workers (`worker`). */
+/**
+ * Configuration of the long-running processes: the API (`api`) and the workers (`worker`). The
+ * API runs with neither DATABASE_URL nor REDIS_URL (embedded storage, in-process jobs); the
+ * worker, and the CLI commands that drive it, need both.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): Config {
   const e = parseEnvironment(env);
-  const databaseUrl = required(e, 'DATABASE_URL');
-  const redisUrl = required(e, 'REDIS_URL');
   if (purpose === 'api' && !e.MNEMO_JWT_SECRET && !e.MNEMO_JWKS_URL) {
     throw new ConfigError('MNEMO_JWT_SECRET', 'or MNEMO_JWKS_URL is required: the API needs a way to verify tokens');
   }
+  if (purpose === 'worker' && e.KINDGI_MEMORY_EMBEDDINGS === 'local') {
+    throw new ConfigError('KINDGI_MEMORY_EMBEDDINGS', '"local" runs the model inside the API process, which then runs the jobs too (leave REDIS_URL unset); with workers, serve it with `mnemo embeddings-server` and use "openai-compat"');
+  }
+  const storage: Storage = e.DATABASE_URL
+    ? { kind: 'server', databaseUrl: e.DATABASE_URL }
+    : purpose === 'api'
+      ? { kind: 'embedded', dataDir: resolveDataDir(env) }
+      : { kind: 'server', databaseUrl: required(e, 'DATABASE_URL') };
+  const jobs: Jobs = e.REDIS_URL
+    ? { kind: 'bullmq', redisUrl: e.REDIS_URL }
+    : purpose === 'api'
+      ? { kind: 'in-process' }
+      : { kind: 'bullmq', redisUrl: required(e, 'REDIS_URL') };
   return {
-    databaseUrl,
+    storage,
+    jobs,
     database: {
       connectTimeoutMs: e.MNEMO_DB_CONNECT_TIMEOUT_MS,
       statementTimeoutMs: purpose === 'api' ? e.MNEMO_STATEMENT_TIMEOUT_MS : e.MNEMO_WORKER_STATEMENT_TIMEOUT_MS,
     },
-    redisUrl,
+    jobStatementTimeoutMs: e.MNEMO_WORKER_STATEMENT_TIMEOUT_MS,
     port: e.PORT,
     auth: {
       jwtSecret: e.MNEMO_JWT_SECRET,
@@ -273,7 +306,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
             batchSize: e.KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE,
             semanticWeight: e.MNEMO_SEMANTIC_WEIGHT,
           }
-        : { kind: 'none' },
+        : e.KINDGI_MEMORY_EMBEDDINGS === 'local'
+          ? { kind: 'local', batchSize: e.KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE, semanticWeight: e.MNEMO_SEMANTIC_WEIGHT }
+          : { kind: 'none' },
     logLevel: e.LOG_LEVEL,
     queuePrefix: e.MNEMO_QUEUE_PREFIX,
     reconcileEveryMs: e.MNEMO_RECONCILE_EVERY_MS,
@@ -292,13 +327,29 @@ export function loadMigrateConfig(env: NodeJS.ProcessEnv): MigrateConfig {
   return { adminUrl, appUrl: e.DATABASE_ADMIN_URL ? e.DATABASE_URL : undefined };
 }
 
-/** The HS256 secret `mnemo token` signs with. */
+/**
+ * The HS256 secret `mnemo token` signs with: MNEMO_JWT_SECRET, or, with embedded storage (no
+ * DATABASE_URL), the one the embedded API uses from its data directory (made there if this runs
+ * before the API's first start).
+ */
 export function loadTokenSecret(env: NodeJS.ProcessEnv): string {
-  return required(parseEnvironment(env), 'MNEMO_JWT_SECRET');
+  const e = parseEnvironment(env);
+  if (e.MNEMO_JWT_SECRET || e.DATABASE_URL) return required(e, 'MNEMO_JWT_SECRET');
+  return localSecret(resolveDataDir(env), SECRET_FILES.jwtSecret);
+}
+
+/** The worker's own connections: it runs only beside a PostgreSQL server and Redis. */
+export function serverConnections(config: Config): { databaseUrl: string; redisUrl: string } {
+  if (config.storage.kind !== 'server') throw new ConfigError('DATABASE_URL', 'is required');
+  if (config.jobs.kind !== 'bullmq') throw new ConfigError('REDIS_URL', 'is required');
+  return { databaseUrl: config.storage.databaseUrl, redisUrl: config.jobs.redisUrl };
 }
 
 /** The startup line of DESIGN §2 saying which search this runtime has. */
 export function describeSearch(config: Config): string {
+  if (config.embeddings.kind === 'local') {
+    return `Memory search: keyword and by meaning (built-in ${LOCAL_MODEL}, in this process)`;
+  }
   if (config.embeddings.kind === 'openai-compat') {
     const { model, url } = config.embeddings;
     return `Memory search: keyword and by meaning (openai-compat ${model} at ${redactUrl(url)})`;

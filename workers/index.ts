@@ -4,7 +4,7 @@
  * close Redis and Postgres, exit 0. Without REDIS_URL the API process runs the jobs itself
  * (src/jobs/in-process.ts): this one says so and exits.
  */
-import { jobsTransport, loadConfig } from '../src/config.ts';
+import { jobsTransport, loadConfig, serverConnections } from '../src/config.ts';
 import { loadEnvFile } from '../src/env-file.ts';
 import { assertRestrictedRole, connect } from '../src/db/client.ts';
 import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQueue, scheduleRepeatable } from '../src/jobs/queues.ts';
@@ -24,11 +24,12 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, 'worker');
   const logger = createLogger(config.logLevel, { process: 'worker' });
   logUnhandledRejections(logger);
-  const database = connect(config.databaseUrl, { applicationName: 'mnemo-worker', ...config.database });
+  const { databaseUrl, redisUrl } = serverConnections(config);
+  const database = connect(databaseUrl, { applicationName: 'mnemo-worker', ...config.database });
   await assertRestrictedRole(database.sql);
 
-  const producer = createRedis(config.redisUrl, 'producer');
-  const connection = createRedis(config.redisUrl, 'worker');
+  const producer = createRedis(redisUrl, 'producer');
+  const connection = createRedis(redisUrl, 'worker');
   // Without a listener ioredis prints every reconnect failure to stderr as an "unhandled error event".
   for (const [name, client] of [['producer', producer], ['worker', connection]] as const) {
     client.on('error', (error: Error) => logger.warn('redis connection error', { connection: name, error: error.message }));

@@ -6,7 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { eq } from 'drizzle-orm';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, loadConfig, serverConnections } from '../config.ts';
 import { assertRestrictedRole, connect, type Db, UnsafeDatabaseRoleError } from '../db/client.ts';
 import { embeddingModels } from '../db/schema.ts';
 import { EmbeddingRequestRejected, EmbeddingsUnavailable } from '../embeddings/provider.ts';
@@ -65,7 +65,8 @@ export async function reembed(argv: string[]): Promise<void> {
   const providers = createEmbeddingProviders(config.embeddings);
   const model = providers.configured.model;
 
-  const database = connect(config.databaseUrl, { max: 2, applicationName: 'mnemo-reembed' });
+  const { databaseUrl, redisUrl } = serverConnections(config);
+  const database = connect(databaseUrl, { max: 2, applicationName: 'mnemo-reembed' });
   let redis: ReturnType<typeof createRedis> | undefined;
   let queues: ReturnType<typeof createQueues> | undefined;
   try {
@@ -82,7 +83,7 @@ export async function reembed(argv: string[]): Promise<void> {
     });
 
     if (info.state === 'backfilling' && !values['no-start']) {
-      redis = createRedis(config.redisUrl, 'producer');
+      redis = createRedis(redisUrl, 'producer');
       // Failures surface as the rejected command below, not as "unhandled error event" noise.
       redis.on('error', () => {});
       await within(REDIS_TIMEOUT_MS, redis.ping()).catch((error: unknown) => {

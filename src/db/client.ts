@@ -36,6 +36,21 @@ export interface ConnectOptions {
    * 1.21, or with `max_prepared_statements = 0`.
    */
   preparedStatements?: boolean;
+  /** A Unix socket file to connect through instead of the URL's host and port (the embedded database). */
+  socketPath?: string;
+  /**
+   * Seconds before a connection is replaced (postgres.js: 30-60 min by default); 0 keeps it for
+   * the life of the pool. The embedded database has one backend that every connection shares, so
+   * a replaced connection's prepared statements would stay behind in it.
+   */
+  maxLifetimeSeconds?: number;
+  /**
+   * A role every `withTenant` transaction switches to (`set_config('role', …, true)`, in the
+   * statement that sets the tenant). For the embedded database, whose socket server ignores the
+   * login user (every connection is its superuser): the app's restricted role is then taken per
+   * transaction, so row-level security applies as with a real server (src/embedded/database.ts).
+   */
+  transactionRole?: string;
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
@@ -52,7 +67,7 @@ export function reconnectDelaySeconds(failures: number): number {
 }
 
 /** Per-client settings that `withTenant` applies, keyed by the drizzle handle it is given. */
-const tenantSettings = new WeakMap<Db, { statementTimeoutMs: number }>();
+const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined; role?: string | undefined }>();
 /** The same pool as a drizzle handle whose statements are prepared, keyed by the plain handle. */
 const preparedHandles = new WeakMap<Db, Db>();
 
@@ -88,10 +103,14 @@ export function connect(url: string, options: ConnectOptions = {}): Database {
     onnotice: () => {},
     // Dates come back as Date; bigint counts as numbers (counts here never pass 2^53).
     types: { bigint: postgres.BigInt },
+    ...(options.socketPath ? { path: options.socketPath } : {}),
+    ...(options.maxLifetimeSeconds !== undefined ? { max_lifetime: options.maxLifetimeSeconds } : {}),
   });
   const db = drizzle(sql, { schema });
   if (options.preparedStatements ?? true) preparedHandles.set(db, drizzle(preparing(sql), { schema }));
-  if (options.statementTimeoutMs) tenantSettings.set(db, { statementTimeoutMs: options.statementTimeoutMs });
+  if (options.statementTimeoutMs || options.transactionRole) {
+    tenantSettings.set(db, { statementTimeoutMs: options.statementTimeoutMs || undefined, role: options.transactionRole });
+  }
   return {
     db,
     sql,
@@ -128,7 +147,7 @@ export async function withTenant<T>(
   if (typeof tenantId !== 'string' || tenantId.length === 0 || tenantId.length > TENANT_ID_MAX) {
     throw new TypeError(`withTenant needs a tenant id of 1 to ${TENANT_ID_MAX} characters`);
   }
-  const statementTimeoutMs = tenantSettings.get(db)?.statementTimeoutMs;
+  const { statementTimeoutMs, role } = tenantSettings.get(db) ?? {};
   const handle = (options.prepared && preparedHandles.get(db)) || db;
   return handle.transaction(async (tx) => {
     // JIT compilation costs 30-50 ms once a plan crosses jit_above_cost, more than our queries
@@ -137,9 +156,9 @@ export async function withTenant<T>(
     // query or a lock wait cannot hold a connection and the database for long. Transaction-local,
     // like the tenant, so it works through PgBouncer in transaction mode.
     const settings = tx.execute(
-      statementTimeoutMs
-        ? drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true), set_config('statement_timeout', ${String(statementTimeoutMs)}, true)`
-        : drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)`,
+      drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)${
+        statementTimeoutMs ? drizzleSql`, set_config('statement_timeout', ${String(statementTimeoutMs)}, true)` : drizzleSql``
+      }${role ? drizzleSql`, set_config('role', ${role}, true)` : drizzleSql``}`,
     );
     if (!options.prepared) {
       await settings;

@@ -13,6 +13,8 @@ export interface MigrateOptions {
   adminUrl: string;
   /** The app's connection (DATABASE_URL); when given, its login role is provisioned. */
   appUrl?: string | undefined;
+  /** A Unix socket file to connect through instead of adminUrl's host and port (the embedded database). */
+  socketPath?: string | undefined;
   log?: (message: string) => void;
 }
 
@@ -31,9 +33,9 @@ export interface MigrateResult {
  * the database's own message (drizzle-kit's CLI would swallow it). Then makes this database's
  * app group its own (drizzle/0007) and grants it to the login role of appUrl.
  */
-export async function migrate({ adminUrl, appUrl, log = () => {} }: MigrateOptions): Promise<MigrateResult> {
+export async function migrate({ adminUrl, appUrl, socketPath, log = () => {} }: MigrateOptions): Promise<MigrateResult> {
   // One connection: the advisory lock is held by a session, and the migrations run on it.
-  const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const sql = postgres(adminUrl, { max: 1, onnotice: () => {}, ...(socketPath ? { path: socketPath } : {}) });
   try {
     await sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
     try {

