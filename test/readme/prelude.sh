@@ -58,13 +58,23 @@ __check_exit() {
 
 # A long-running command (the API, the worker), started in the background with its output in a
 # log, and awaited: the API until /readyz answers 200, the worker until it logs "worker started".
+declare -A __running=()
 __background() {
   local name=$1 command log pid
   command=$(cat)
-  log="$__logs/$name.log"
-  bash -c "$command" >"$log" 2>&1 &
+  # Started again (the README's embedded API, then the production one): the reader stops the
+  # first with Ctrl-C before starting the second, as the README says; SIGTERM is that.
+  if [[ -n ${__running[$name]:-} ]]; then
+    kill -TERM -- "-${__running[$name]}" 2>/dev/null || true
+    wait "${__running[$name]}" 2>/dev/null || true
+    printf '  ← stopped the %s started before (the README stops it first)\n' "$name"
+  fi
+  log="$__logs/$name.$((${#__pids[@]} + 1)).log"
+  # A process group of its own (setsid), so stopping it reaches npm and node under bash too.
+  setsid bash -c "$command" >"$log" 2>&1 &
   pid=$!
   __pids+=("$pid")
+  __running[$name]=$pid
   for _ in $(seq 1 600); do
     if [[ $name == api ]] && [[ $(command curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${PORT:?}/readyz" || true) == 200 ]]; then
       printf '  ← the API answers /readyz on port %s (log: %s)\n' "$PORT" "$log"
@@ -90,10 +100,9 @@ __finished=
 __on_exit() {
   local code=$?
   if [[ -z $__finished ]]; then printf '\n✗ stopped at %s (exit %s)\n' "$__where" "$code"; fi
-  if ((${#__pids[@]})); then
-    kill -TERM "${__pids[@]}" 2>/dev/null || true
-    wait "${__pids[@]}" 2>/dev/null || true
-  fi
+  local pid
+  for pid in "${__pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  if ((${#__pids[@]})); then wait "${__pids[@]}" 2>/dev/null || true; fi
 }
 trap __on_exit EXIT
 

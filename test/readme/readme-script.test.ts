@@ -36,6 +36,14 @@ describe('the README test reading shell blocks', () => {
     ]);
   });
 
+  it('reads a $( ) inside double quotes as closed where it closes', () => {
+    const text = 'curl -H "Authorization: Bearer $(npx mnemo token --tenant demo)" -d \'{}\' http://h/p   # → 201\necho next';
+    expect(splitCommands(text, 1)).toEqual([
+      { text: 'curl -H "Authorization: Bearer $(npx mnemo token --tenant demo)" -d \'{}\' http://h/p', line: 1, comment: '→ 201' },
+      { text: 'echo next', line: 2, comment: '' },
+    ]);
+  });
+
   it('refuses a block whose quotes never close', () => {
     expect(() => splitCommands("echo 'open", 1)).toThrow(/never close/);
   });

@@ -84,6 +84,7 @@ export function splitCommands(text: string, firstLine: number): { text: string; 
       current += c;
       if (c === '"') quote = null;
       else if (c === '$' && text[i + 1] === '(') depth++;
+      else if (c === ')' && depth > 0) depth--;
       continue;
     }
     if (c === "'" || c === '"') {
