@@ -18,6 +18,8 @@ import type { Principal } from '../src/auth/permissions.ts';
 import { connect } from '../src/db/client.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
+import { LOCAL_MODEL } from '../src/embeddings/local-model.ts';
+import { semanticWeightOf } from '../src/embeddings/registry.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { ensureConfiguredModel } from '../src/memory/embeddings.ts';
@@ -45,7 +47,7 @@ import { type Latency, measureRetrievalLatency, type RetrievalLatencies } from '
 /** Mean nDCG@10 of the BM25 reference (shared/data/ir), as quoted by the retrieval issue. */
 const BM25_REFERENCE: Record<string, number> = { cranfield: 0.396, med: 0.661, cacm: 0.487 };
 const DEFAULT_COLLECTIONS = ['cranfield', 'med', 'cacm'];
-/** RRF settings compared on the same lists; the first is retrieve()'s own (RRF_K, equal weights). */
+/** RRF settings compared on the same lists (equal weights, then others); retrieve()'s own weight is the model's measured one. */
 const FUSION_VARIANTS: FusionVariant[] = [
   { k: RRF_K, semanticWeight: 1 },
   { k: RRF_K, semanticWeight: 0.5 },
@@ -248,9 +250,9 @@ function report(results: CollectionResult[]): string {
   out.push(
     '',
     `BM25 reference (shared/data/ir): cranfield 0.396, med 0.661, cacm 0.487. Semantic: USE lite (512-d, local).`,
-    `Both: RRF (k = ${RRF_K}) of keyword and semantic, each ${FUSION_DEPTH} deep, equal weights.`,
+    `Both: retrieve()'s RRF (k = ${RRF_K}) of keyword and semantic, each ${FUSION_DEPTH} deep, with the model's semantic weight (${LOCAL_MODEL}: ${semanticWeightOf(LOCAL_MODEL)}; DESIGN §5).`,
     '',
-    `RRF variants on the same lists (keyword and semantic, each ${FUSION_DEPTH} deep), mean nDCG@10; the first is retrieve()'s:`,
+    `RRF variants on the same lists (keyword and semantic, each ${FUSION_DEPTH} deep), mean nDCG@10:`,
     '',
     table(
       ['collection', 'keyword', ...FUSION_VARIANTS.map((v) => `k=${v.k}, semantic ×${v.semanticWeight}`)],
