@@ -17,6 +17,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'mnemo-embedded-'));
 const dataDir = join(home, 'data');
+// Last, after every describe's own afterAll has stopped its process.
+afterAll(() => rmSync(home, { recursive: true, force: true }));
 
 /** What a user's shell has: no Mnemo settings (and no ./.env: MNEMO_ENV_FILE= skips a developer's). */
 const userEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
@@ -98,7 +100,6 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
       process.kill(-api.child.pid!, 'SIGKILL');
       await api.exited;
     }
-    rmSync(home, { recursive: true, force: true });
   });
 
   it('says what runs, makes its secrets, and keeps its data in the directory', () => {
@@ -188,4 +189,51 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
     expect(await api!.exited).toBe(0);
     expect(existsSync(join(dataDir, 'lock'))).toBe(false);
   });
+});
+
+describe('KINDGI_MEMORY_EMBEDDINGS=local: search by meaning with the built-in model, in the same process', () => {
+  const dir = join(home, 'local-model');
+  let child: ChildProcess | undefined;
+  let exited: Promise<number | null> | undefined;
+
+  afterAll(async () => {
+    if (child?.exitCode === null) {
+      process.kill(-child.pid!, 'SIGKILL');
+      await exited;
+    }
+  });
+
+  it('embeds what is written (in-process jobs) and finds it by meaning', async () => {
+    const port = await freePort();
+    const env = { ...userEnv({ PORT: String(port), KINDGI_MEMORY_EMBEDDINGS: 'local' }), MNEMO_DATA_DIR: dir };
+    child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    exited = new Promise((resolve) => child!.on('exit', (code) => resolve(code)));
+    for (let i = 0; i < 300 && !(await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)); i++) {
+      if (child.exitCode !== null) throw new Error(out);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(out).toContain('Memory search: keyword and by meaning (built-in use-lite-512, in this process)');
+    const auth = {
+      authorization: `Bearer ${execFileSync(process.execPath, ['bin/mnemo.js', 'token', '--tenant', 'demo', '--sub', 'you', '--role', 'admin'], { cwd: root, env, encoding: 'utf8' }).trim()}`,
+      'content-type': 'application/json',
+    };
+    const texts = ['The cat sleeps on the warm windowsill', 'Quarterly revenue grew by twelve percent', 'The kitten naps in the sun'];
+    for (const text of texts) {
+      const response = await fetch(`http://127.0.0.1:${port}/v1/memory/facts`, { method: 'POST', headers: auth, body: JSON.stringify({ type: 'note', content: { text } }) });
+      expect(response.status).toBe(201);
+    }
+    // The embed job runs in the process; wait until search by meaning serves all three.
+    let found: { results: { fact: { content: { text: string } } }[]; journal: { degraded?: string } } | undefined;
+    for (let i = 0; i < 100; i++) {
+      const response = await fetch(`http://127.0.0.1:${port}/v1/memory/retrieve`, { method: 'POST', headers: auth, body: JSON.stringify({ mode: 'semantic', query: 'a sleepy pet', limit: 3 }) });
+      found = (await response.json()) as typeof found;
+      if (!found!.journal.degraded && found!.results.length === 3) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(found!.journal.degraded).toBeUndefined();
+    expect(found!.results.slice(0, 2).map((r) => r.fact.content.text).sort()).toEqual([texts[0], texts[2]].sort());
+  }, 90_000);
 });
