@@ -271,6 +271,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
   if (purpose === 'worker' && e.KINDGI_MEMORY_EMBEDDINGS === 'local') {
     throw new ConfigError('KINDGI_MEMORY_EMBEDDINGS', '"local" runs the model inside the API process, which then runs the jobs too (leave REDIS_URL unset); with workers, serve it with `mnemo embeddings-server` and use "openai-compat"');
   }
+  if (purpose === 'api' && !e.DATABASE_URL && e.REDIS_URL) {
+    throw new ConfigError('REDIS_URL', 'is set without DATABASE_URL: workers could not reach the embedded database; unset REDIS_URL (jobs then run in the API process) or set DATABASE_URL');
+  }
   const storage: Storage = e.DATABASE_URL
     ? { kind: 'server', databaseUrl: e.DATABASE_URL }
     : purpose === 'api'

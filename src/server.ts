@@ -133,7 +133,7 @@ async function openStorage(config: Config, logger: Logger): Promise<Storage> {
     log: (message) => logger.debug(message),
   });
   closers.push(() => embedded.close());
-  logger.info('embedded database open', { ms: Math.round(performance.now() - started) });
+  logger.info('embedded database open', { ms: Math.round(performance.now() - started), listening: embedded.listening });
   return {
     database: embedded.database,
     // One backend, one connection (src/embedded/database.ts): jobs share it with the API.

@@ -90,9 +90,11 @@ describe('loadConfig', () => {
     expect(config.storage).toEqual({ kind: 'embedded', dataDir: join(process.cwd(), '.mnemo') });
     expect(config.jobs).toEqual({ kind: 'in-process' });
     expect(loadConfig({ MNEMO_JWT_SECRET: secret, MNEMO_DATA_DIR: '/var/lib/mnemo' }, 'api').storage).toEqual({ kind: 'embedded', dataDir: '/var/lib/mnemo' });
-    // Either one alone: a server with in-process jobs, or embedded storage with BullMQ.
+    // A server with in-process jobs works; embedded storage with BullMQ would queue jobs no worker can run.
     expect(loadConfig({ ...base, REDIS_URL: '' }, 'api').jobs).toEqual({ kind: 'in-process' });
-    expect(loadConfig({ ...base, DATABASE_URL: undefined }, 'api').storage.kind).toBe('embedded');
+    expect(failure(() => loadConfig({ ...base, DATABASE_URL: undefined }, 'api'))).toBe(
+      'Invalid configuration: REDIS_URL is set without DATABASE_URL: workers could not reach the embedded database; unset REDIS_URL (jobs then run in the API process) or set DATABASE_URL',
+    );
   });
 
   it.each([
