@@ -148,7 +148,8 @@ describe('processes as operators run them', () => {
     expect(noRole).toMatchObject({ code: 2, stderr: 'mnemo token: --role is required\n' });
     const badRole = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'u', '--role', 'root'], { MNEMO_JWT_SECRET: secret });
     expect(badRole).toMatchObject({ code: 2, stderr: 'mnemo token: --role must be one of admin, member, service\n' });
-    const noSecret = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'u', '--role', 'admin'], {});
+    // With a server (DATABASE_URL) the secret must be given; embedded, the data directory has one.
+    const noSecret = await runProcess('bin/mnemo.js', ['token', '--tenant', 'acme', '--sub', 'u', '--role', 'admin'], { DATABASE_URL: 'postgres://app@db.internal/mnemo' });
     expect(noSecret).toMatchObject({ code: 2, stderr: 'Invalid configuration: MNEMO_JWT_SECRET is required\n' });
   });
 
