@@ -14,6 +14,8 @@ Commands:
   serve                 run the API (same as npm start)
   worker                run the BullMQ workers (same as npm run worker)
   migrate               apply database migrations (DATABASE_ADMIN_URL, else DATABASE_URL)
+  export --out FILE     write every row of the embedded data directory (MNEMO_DATA_DIR, else ./.mnemo) to FILE
+  restore --in FILE     load an export into an empty, migrated PostgreSQL (DATABASE_ADMIN_URL, else DATABASE_URL)
   token                 mint a development HS256 token signed with MNEMO_JWT_SECRET
       --tenant T          tenant id (tid)                                  required
       --sub S             subject (user or app key id)                     required
@@ -112,6 +114,29 @@ async function runMigrate(): Promise<void> {
   await migrate({ adminUrl, appUrl, log: (message) => process.stderr.write(`${message}\n`) });
 }
 
+async function exportDataDir(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { out: { type: 'string' } }, strict: true });
+  if (!values.out) throw new UsageError('mnemo export: --out FILE is required');
+  const [{ exportEmbedded }, { resolveDataDir, displayDataDir }] = await Promise.all([import('../embedded/move.ts'), import('../embedded/data-dir.ts')]);
+  const dataDir = resolveDataDir(process.env);
+  const header = await exportEmbedded({ dataDir, out: values.out, log: (message) => process.stderr.write(`${message}\n`) });
+  const rows = Object.values(header.tables).reduce((sum, t) => sum + t.rows, 0);
+  process.stderr.write(`export: ${rows} rows of ${Object.keys(header.tables).length} tables from ${displayDataDir(dataDir)} (${header.migrations} migrations) written to ${values.out}\n`);
+}
+
+async function restoreExport(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { in: { type: 'string' } }, strict: true });
+  if (!values.in) throw new UsageError('mnemo restore: --in FILE is required');
+  if (!process.env.DATABASE_ADMIN_URL && !process.env.DATABASE_URL) {
+    throw new UsageError('mnemo restore: set DATABASE_ADMIN_URL (a superuser of the target database), else DATABASE_URL');
+  }
+  const { adminUrl } = loadMigrateConfig(process.env);
+  const { restore } = await import('../embedded/move.ts');
+  const restored = await restore({ url: adminUrl, file: values.in, log: (message) => process.stderr.write(`${message}\n`) });
+  const rows = Object.values(restored).reduce((sum, n) => sum + n, 0);
+  process.stderr.write(`restore: ${rows} rows of ${Object.keys(restored).length} tables committed\n`);
+}
+
 async function main(argv: string[]): Promise<void> {
   loadEnvFile();
   const [command, ...rest] = argv;
@@ -126,6 +151,10 @@ async function main(argv: string[]): Promise<void> {
       return runMigrate();
     case 'token':
       return token(rest);
+    case 'export':
+      return exportDataDir(rest);
+    case 'restore':
+      return restoreExport(rest);
     case 'reembed':
       return (await import('./reembed.ts')).reembed(rest);
     case 'embeddings-server':

@@ -24,7 +24,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type ConnectOptions, type Database } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
-import { lockDataDir } from './data-dir.ts';
+import { displayDataDir, lockDataDir } from './data-dir.ts';
 
 /** The app's login role inside the embedded database (provisioned by migrate, as on a server). */
 export const EMBEDDED_APP_ROLE = 'mnemo_api';
@@ -48,6 +48,54 @@ export interface OpenOptions {
 }
 
 export async function openEmbeddedDatabase({ dataDir, connectOptions = {}, log = () => {} }: OpenOptions): Promise<EmbeddedDatabase> {
+  const server = await startEmbeddedServer({ dataDir });
+  let database: Database | undefined;
+  try {
+    // The migration's client closes before the app's opens: the server takes one connection.
+    await migrate({ adminUrl: server.url('postgres'), appUrl: server.url(EMBEDDED_APP_ROLE), ...server.socket, log });
+
+    database = connect(server.url(EMBEDDED_APP_ROLE), {
+      ...connectOptions,
+      ...server.socket,
+      max: 1,
+      maxLifetimeSeconds: 0,
+      transactionRole: EMBEDDED_APP_ROLE,
+    });
+    await database.sql.unsafe(`set role ${EMBEDDED_APP_ROLE}`);
+  } catch (error) {
+    await database?.close().catch(() => {});
+    await server.close();
+    throw error;
+  }
+  const app = database;
+  return {
+    database: app,
+    listening: server.listening,
+    close: async () => {
+      await app.close().catch(() => {});
+      await server.close();
+    },
+  };
+}
+
+export interface EmbeddedServer {
+  /** Where it listens: the socket file, or host:port. */
+  listening: string;
+  /** postgres.js's `path` option when it listens on a Unix socket (spread into the client's options). */
+  socket: { socketPath?: string };
+  /** A URL naming `user` on this server (the user is only a name: every connection is the superuser). */
+  url(user: string): string;
+  /** Stops the socket server and PGlite, then releases the directory's lock. Never throws. */
+  close(): Promise<void>;
+}
+
+/**
+ * Takes the data directory's lock, starts PGlite on its files and serves it on the socket; the
+ * one place the embedded PostgreSQL is started (the API through openEmbeddedDatabase, `mnemo
+ * export` directly). No migrations, no app role: the caller's one connection is the superuser.
+ * `mustExist` refuses a directory that holds no database instead of creating one.
+ */
+export async function startEmbeddedServer({ dataDir, mustExist = false }: { dataDir: string; mustExist?: boolean }): Promise<EmbeddedServer> {
   // Before PGlite touches the files: a second process must not open them.
   const lock = lockDataDir(dataDir);
   const undo: (() => Promise<void>)[] = [async () => lock.release()];
@@ -55,6 +103,10 @@ export async function openEmbeddedDatabase({ dataDir, connectOptions = {}, log =
     for (const step of undo.reverse()) await step().catch(() => {});
   };
   try {
+    const pgdata = join(dataDir, 'pgdata');
+    if (mustExist && !existsSync(join(pgdata, 'PG_VERSION'))) {
+      throw new Error(`${displayDataDir(dataDir)} holds no embedded database (no ${join(displayDataDir(dataDir), 'pgdata')}); set MNEMO_DATA_DIR to the directory the API used`);
+    }
     // Loaded only in this mode: PGlite and its extensions are tens of megabytes of WebAssembly.
     const [{ PGlite }, { vector }, { btree_gin }, { PGLiteSocketServer }] = await Promise.all([
       import('@electric-sql/pglite'),
@@ -62,7 +114,7 @@ export async function openEmbeddedDatabase({ dataDir, connectOptions = {}, log =
       import('@electric-sql/pglite/contrib/btree_gin'),
       import('@electric-sql/pglite-socket'),
     ]);
-    const pglite = await PGlite.create({ dataDir: join(dataDir, 'pgdata'), extensions: { vector, btree_gin } });
+    const pglite = await PGlite.create({ dataDir: pgdata, extensions: { vector, btree_gin } });
     undo.push(() => pglite.close());
 
     const socketPath = join(dataDir, '.s.PGSQL.5432');
@@ -74,21 +126,12 @@ export async function openEmbeddedDatabase({ dataDir, connectOptions = {}, log =
     undo.push(() => server.stop());
     const listening = viaSocket ? socketPath : server.getServerConn();
     const base = viaSocket ? 'localhost' : listening;
-    const socket = viaSocket ? { socketPath } : {};
-
-    // The migration's client closes before the app's opens: the server takes one connection.
-    await migrate({ adminUrl: `postgres://postgres@${base}/postgres`, appUrl: `postgres://${EMBEDDED_APP_ROLE}@${base}/postgres`, ...socket, log });
-
-    const database = connect(`postgres://${EMBEDDED_APP_ROLE}@${base}/postgres`, {
-      ...connectOptions,
-      ...socket,
-      max: 1,
-      maxLifetimeSeconds: 0,
-      transactionRole: EMBEDDED_APP_ROLE,
-    });
-    undo.push(() => database.close());
-    await database.sql.unsafe(`set role ${EMBEDDED_APP_ROLE}`);
-    return { database, listening, close: unwind };
+    return {
+      listening,
+      socket: viaSocket ? { socketPath } : {},
+      url: (user) => `postgres://${user}@${base}/postgres`,
+      close: unwind,
+    };
   } catch (error) {
     await unwind();
     throw error;

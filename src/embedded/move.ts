@@ -1,0 +1,338 @@
+/**
+ * Moving up (issue 13, part 5): `mnemo export` writes every row of an embedded data directory to
+ * a JSON Lines file, `mnemo restore` loads that file into a PostgreSQL server migrated to the same
+ * version. docs/embedded-to-server.md is the operator's page.
+ *
+ * Why not pg_dump: the embedded server is PostgreSQL 18 (PGlite), and pg_dump refuses a server
+ * newer than itself, so an operator with the usual pg_dump 15-17 could not dump it; and a dump
+ * would also carry the schema, while the target's schema comes from `npm run migrate`.
+ *
+ * The file: a header line `{format, version, migrations, exportedAt, tables: {name: {rows,
+ * columns}}}`, then one line per row `{"table": name, "row": {...}}`, the row without its
+ * generated columns (the server computes them again). Rows are written by PostgreSQL itself
+ * (`row_to_json`) and handed back to it unparsed, so nothing passes through a JavaScript number:
+ * bigints, numbers in JSON content of any precision and timestamps to the microsecond come back
+ * as they were, and vectors as their shortest exact text. The one value JSON cannot tell from
+ * SQL NULL is a jsonb column holding JSON `null`; Mnemo never writes one, and the export refuses
+ * a row that has one rather than lose the difference.
+ */
+import { once } from 'node:events';
+import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import postgres, { type Sql, type TransactionSql } from 'postgres';
+import { migrationsFolder } from '../db/migrate.ts';
+import { displayDataDir } from './data-dir.ts';
+import { startEmbeddedServer } from './database.ts';
+
+export const EXPORT_FORMAT = 'mnemo-export';
+export const EXPORT_FORMAT_VERSION = 1;
+/** Rows per FETCH from the embedded database (content is at most 64 KiB a row). */
+const FETCH_ROWS = 500;
+/** An insert is sent once it holds this many rows or this many bytes of JSON, whichever is first. */
+const BATCH_ROWS = 1000;
+const BATCH_BYTES = 8 * 1024 * 1024;
+
+export interface TableInfo {
+  name: string;
+  /** Columns in order, without the generated ones. */
+  columns: string[];
+  /** Nullable jsonb columns: JSON `null` in them would come back as SQL NULL. */
+  nullableJson: string[];
+}
+
+export interface ExportHeader {
+  format: typeof EXPORT_FORMAT;
+  version: number;
+  /** Migrations applied to the exported database (drizzle's count). */
+  migrations: number;
+  exportedAt: string;
+  tables: Record<string, { rows: number; columns: string[] }>;
+}
+
+const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/**
+ * The tables of the `public` schema (from the catalog: a table a migration adds is moved without
+ * a change here), with their stored columns. drizzle's migration table is not data: each side
+ * has its own, written by `npm run migrate`.
+ */
+export async function publicTables(sql: Sql | TransactionSql): Promise<TableInfo[]> {
+  const rows = await sql<{ name: string; columns: string[]; nullable_json: string[] }[]>`
+    select c.relname as name,
+           array_agg(a.attname::text order by a.attnum) filter (where a.attgenerated = '') as columns,
+           coalesce(array_agg(a.attname::text order by a.attnum)
+             filter (where a.attgenerated = '' and not a.attnotnull and a.atttypid = 'jsonb'::regtype), '{}') as nullable_json
+    from pg_class c join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+    where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
+      and c.relname <> '__drizzle_migrations'
+    group by c.relname order by c.relname`;
+  return rows.map((r) => ({ name: r.name, columns: r.columns, nullableJson: r.nullable_json }));
+}
+
+async function appliedMigrations(sql: Sql | TransactionSql): Promise<number> {
+  const [table] = await sql<{ exists: boolean }[]>`select to_regclass('drizzle.__drizzle_migrations') is not null as exists`;
+  if (!table?.exists) return 0;
+  const [count] = await sql<{ n: number }[]>`select count(*)::int as n from drizzle.__drizzle_migrations`;
+  return count!.n;
+}
+
+/** The migrations this version of Mnemo has. */
+function shippedMigrations(): number {
+  return (JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] }).entries.length;
+}
+
+export interface ExportOptions {
+  dataDir: string;
+  out: string;
+  /** Progress is reported every this many rows. */
+  progressEvery?: number;
+  log?: (message: string) => void;
+}
+
+/**
+ * Writes every row of the embedded database in `dataDir` to `out`, from one snapshot. Takes the
+ * directory's lock (a running API holds it: the export refuses with the lock's message), and
+ * writes `out` under a temporary name first, so a file by that name is always complete.
+ */
+export async function exportEmbedded({ dataDir, out, progressEvery = 10_000, log = () => {} }: ExportOptions): Promise<ExportHeader> {
+  if (!existsSync(dataDir)) throw new Error(`${displayDataDir(dataDir)} does not exist; set MNEMO_DATA_DIR to the directory the API used`);
+  const server = await startEmbeddedServer({ dataDir, mustExist: true });
+  // The one connection the socket server takes; as every connection there, the superuser.
+  const sql = postgres(server.url('postgres'), { max: 1, max_lifetime: 0, onnotice: () => {}, ...(server.socket.socketPath ? { path: server.socket.socketPath } : {}) });
+  const partial = `${out}.partial`;
+  try {
+    const header = await sql.begin('isolation level repeatable read read only', async (tx) => {
+      await tx`set local timezone = 'UTC'`;
+      const tables = await publicTables(tx);
+      const header: ExportHeader = {
+        format: EXPORT_FORMAT,
+        version: EXPORT_FORMAT_VERSION,
+        migrations: await appliedMigrations(tx),
+        exportedAt: new Date().toISOString(),
+        tables: {},
+      };
+      for (const table of tables) {
+        const [row] = await tx.unsafe<{ n: string }[]>(`select count(*)::text as n from ${ident(table.name)}`);
+        header.tables[table.name] = { rows: Number(row!.n), columns: table.columns };
+      }
+      const total = Object.values(header.tables).reduce((sum, t) => sum + t.rows, 0);
+
+      const file = createWriteStream(partial, { mode: 0o600 });
+      const failed = new Promise<never>((_, reject) => file.on('error', reject));
+      failed.catch(() => {});
+      const write = async (line: string) => {
+        if (!file.write(line)) await Promise.race([once(file, 'drain'), failed]);
+      };
+      await write(`${JSON.stringify(header)}\n`);
+      let written = 0;
+      for (const table of tables) {
+        const columns = table.columns.map(ident).join(', ');
+        const jsonNull = table.nullableJson.length ? table.nullableJson.map((c) => `${ident(c)} = 'null'::jsonb`).join(' or ') : 'false';
+        await tx.unsafe(`declare mnemo_export no scroll cursor for
+          select row_to_json(r)::text as row, (${jsonNull}) as json_null from (select ${columns} from ${ident(table.name)}) r`);
+        const prefix = `{"table":${JSON.stringify(table.name)},"row":`;
+        for (;;) {
+          const rows = await tx.unsafe<{ row: string; json_null: boolean }[]>(`fetch ${FETCH_ROWS} from mnemo_export`);
+          if (rows.length === 0) break;
+          for (const { row, json_null } of rows) {
+            if (json_null) {
+              throw new Error(`a row of ${table.name} holds JSON null in one of ${table.nullableJson.join(', ')}, which the export cannot tell from SQL NULL: ${row.slice(0, 200)}`);
+            }
+            await write(`${prefix}${row}}\n`);
+            if (++written % progressEvery === 0) log(`export: ${written} of ${total} rows`);
+          }
+        }
+        await tx`close mnemo_export`;
+      }
+      file.end();
+      await Promise.race([once(file, 'finish'), failed]);
+      if (written !== total) throw new Error(`export: wrote ${written} rows, counted ${total}`);
+      return header;
+    });
+    renameSync(partial, out);
+    return header;
+  } catch (error) {
+    rmSync(partial, { force: true });
+    throw error;
+  } finally {
+    await sql.end({ timeout: 5 }).catch(() => {});
+    await server.close();
+  }
+}
+
+export class RestoreRefused extends Error {
+  override name = 'RestoreRefused';
+}
+
+export interface RestoreOptions {
+  /** The owner's connection to the target database (DATABASE_ADMIN_URL, else DATABASE_URL). */
+  url: string;
+  file: string;
+  log?: (message: string) => void;
+}
+
+const ROW_LINE = /^\{"table":("(?:[^"\\]|\\.)*"),"row":(\{.*\})\}$/;
+
+/**
+ * Loads an export into the database at `url`, which must be migrated to the export's migrations
+ * and hold no rows. One transaction: a refused or failed restore leaves the database as it was.
+ * Triggers are off for it (`session_replication_role = replica`): the keyword statistics are
+ * copied as they were, and the capture trigger must not count the facts a second time. Returns
+ * the rows restored per table.
+ */
+export async function restore({ url, file, log = () => {} }: RestoreOptions): Promise<Record<string, number>> {
+  if (!existsSync(file)) throw new RestoreRefused(`${file} does not exist`);
+  const reader = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
+  const lines = reader[Symbol.asyncIterator]();
+  let sql: Sql | undefined;
+  try {
+    const header = parseHeader((await lines.next()).value, file);
+    sql = postgres(url, { max: 1, onnotice: () => {} });
+    const restored = await sql.begin(async (tx) => {
+      await checkTarget(tx, header);
+      await tx`set local timezone = 'UTC'`;
+      const tables = new Map((await publicTables(tx)).map((t) => [t.name, t]));
+
+      const restored: Record<string, number> = Object.fromEntries(Object.keys(header.tables).map((name) => [name, 0]));
+      const pending = new Map<string, { rows: string[]; bytes: number }>();
+      const flush = async (name: string) => {
+        const batch = pending.get(name);
+        if (!batch || batch.rows.length === 0) return;
+        const table = ident(name);
+        const columns = header.tables[name]!.columns.map(ident).join(', ');
+        // OVERRIDING SYSTEM VALUE: an identity column, if a table gains one, keeps its values.
+        const result = await tx.unsafe(
+          `insert into ${table} (${columns}) overriding system value
+           select ${columns} from jsonb_populate_recordset(null::${table}, $1::text::jsonb)`,
+          [`[${batch.rows.join(',')}]`],
+        );
+        restored[name]! += result.count;
+        pending.delete(name);
+      };
+      let lineNumber = 1;
+      let total = 0;
+      for (let next = await lines.next(); !next.done; next = await lines.next()) {
+        lineNumber++;
+        const line: string = next.value;
+        if (line === '') continue;
+        const match = ROW_LINE.exec(line);
+        const name = match ? (JSON.parse(match[1]!) as string) : undefined;
+        if (!match || !name || !tables.has(name) || !(name in header.tables)) {
+          throw new RestoreRefused(`${file}:${lineNumber} is not a row of a table the header names${name ? ` (${name})` : ''}`);
+        }
+        const batch = pending.get(name) ?? { rows: [], bytes: 0 };
+        pending.set(name, batch);
+        batch.rows.push(match[2]!);
+        batch.bytes += match[2]!.length;
+        if (batch.rows.length >= BATCH_ROWS || batch.bytes >= BATCH_BYTES) await flush(name);
+        if (++total % 10_000 === 0) log(`restore: ${total} rows`);
+      }
+      for (const name of [...pending.keys()]) await flush(name);
+
+      const short = Object.entries(header.tables).filter(([name, t]) => restored[name] !== t.rows);
+      if (short.length > 0) {
+        throw new RestoreRefused(
+          `${file} is incomplete: ${short.map(([name, t]) => `${name} has ${restored[name]} of ${t.rows} rows`).join(', ')}; nothing was restored`,
+        );
+      }
+      await advanceSequences(tx);
+      return restored;
+    });
+    // The planner has no statistics for tables filled in one transaction until autovacuum runs.
+    for (const name of Object.keys(header.tables)) await sql.unsafe(`analyze ${ident(name)}`);
+    for (const [name, rows] of Object.entries(restored)) log(`restore: ${name}: ${rows} rows`);
+    return restored;
+  } finally {
+    reader.close();
+    await sql?.end({ timeout: 5 });
+  }
+}
+
+function parseHeader(line: string | undefined, file: string): ExportHeader {
+  let header: Partial<ExportHeader> | undefined;
+  try {
+    header = line ? (JSON.parse(line) as Partial<ExportHeader>) : undefined;
+  } catch {
+    // Said below.
+  }
+  if (header?.format !== EXPORT_FORMAT || typeof header.migrations !== 'number' || !header.tables) {
+    throw new RestoreRefused(`${file} is not a Mnemo export (its first line is not a ${EXPORT_FORMAT} header)`);
+  }
+  if (header.version !== EXPORT_FORMAT_VERSION) {
+    throw new RestoreRefused(`${file} is in ${EXPORT_FORMAT} format version ${header.version}; this Mnemo reads version ${EXPORT_FORMAT_VERSION}`);
+  }
+  return header as ExportHeader;
+}
+
+/** Same migrations, same tables and columns, no rows, and a role that may write every tenant's. */
+async function checkTarget(tx: TransactionSql, header: ExportHeader): Promise<void> {
+  const shipped = shippedMigrations();
+  if (header.migrations > shipped) {
+    throw new RestoreRefused(
+      `the export is from a newer Mnemo (${header.migrations} migrations; this version has ${shipped}): restore it with the version that made it`,
+    );
+  }
+  const target = await appliedMigrations(tx);
+  if (target < header.migrations) {
+    throw new RestoreRefused(
+      `the target database has ${target} of the export's ${header.migrations} migrations: run \`npm run migrate\` first (DATABASE_ADMIN_URL, else DATABASE_URL)`,
+    );
+  }
+  if (target > header.migrations) {
+    throw new RestoreRefused(
+      `the export is from an older Mnemo (${header.migrations} migrations; the target database has ${target}): ` +
+        'start this version of Mnemo once on the data directory (it migrates it), stop it, and export again',
+    );
+  }
+
+  const tables = new Map((await publicTables(tx)).map((t) => [t.name, t]));
+  for (const [name, { columns }] of Object.entries(header.tables)) {
+    const there = tables.get(name);
+    if (!there || there.columns.join(',') !== columns.join(',')) {
+      throw new RestoreRefused(`the target's table ${name} ${there ? `has columns (${there.columns.join(', ')}), the export (${columns.join(', ')})` : 'does not exist'}`);
+    }
+  }
+
+  const [role] = await tx<{ name: string; superuser: boolean; bypassrls: boolean }[]>`
+    select rolname as name, rolsuper as superuser, rolbypassrls as bypassrls from pg_roles where rolname = current_user`;
+  if (!role?.superuser && !role?.bypassrls) {
+    throw new RestoreRefused(
+      `restore connects as "${role?.name}", which row-level security would confine to one tenant; ` +
+        'set DATABASE_ADMIN_URL to a superuser (the tables\' owner is not enough: their row-level security is forced)',
+    );
+  }
+  try {
+    await tx`set local session_replication_role = replica`;
+  } catch (error) {
+    throw new RestoreRefused(`restore must switch triggers off (session_replication_role), which "${role.name}" may not: ${(error as Error).message}`);
+  }
+
+  // Nobody writes to the tables until the restore commits (the API must be stopped anyway).
+  const names = Object.keys(header.tables).map(ident);
+  if (names.length > 0) await tx.unsafe(`lock table ${names.join(', ')} in exclusive mode`);
+  const filled: string[] = [];
+  for (const name of Object.keys(header.tables)) {
+    const [row] = await tx.unsafe<{ any: boolean }[]>(`select exists (select from ${ident(name)}) as any`);
+    if (row!.any) filled.push(name);
+  }
+  if (filled.length > 0) {
+    throw new RestoreRefused(
+      `the target database is not empty (rows in ${filled.join(', ')}); restore only into a freshly migrated database, it does not merge`,
+    );
+  }
+}
+
+/** Every sequence owned by a column (serial, identity) continues after the restored rows. */
+async function advanceSequences(tx: TransactionSql): Promise<void> {
+  const owned = await tx<{ sequence: string; table: string; column: string }[]>`
+    select s.oid::regclass::text as sequence, c.relname as table, a.attname as column
+    from pg_class s
+    join pg_depend d on d.classid = 'pg_class'::regclass and d.objid = s.oid and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i')
+    join pg_class c on c.oid = d.refobjid
+    join pg_attribute a on a.attrelid = c.oid and a.attnum = d.refobjsubid
+    where s.relkind = 'S' and c.relnamespace = 'public'::regnamespace`;
+  for (const { sequence, table, column } of owned) {
+    await tx.unsafe(`select setval($1::regclass, m) from (select max(${ident(column)}) as m from ${ident(table)}) x where m is not null`, [sequence]);
+  }
+}
