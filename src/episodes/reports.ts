@@ -148,13 +148,22 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
   });
   if (!claimed) return 'skipped';
 
+  // Progress is written in its own transaction and never waited for inside the report's: with
+  // one connection (the embedded database), a write waiting for the connection the report's
+  // transaction holds would wait forever, and everything queued behind it too. The writes run in
+  // order, after the report's transaction where they must, and before the final one.
   let lastWrite = 0;
-  const progress = async ({ done, total }: ReportProgress) => {
+  let written: Promise<unknown> = Promise.resolve();
+  const progress = ({ done, total }: ReportProgress) => {
     if (Date.now() - lastWrite < PROGRESS_EVERY_MS && done < total) return;
     lastWrite = Date.now();
-    await withTenant(db, tenantId, (tx) =>
-      tx.update(coverageReports).set({ progressDone: done, progressTotal: total }).where(eq(coverageReports.id, reportId)),
+    written = written.then(() =>
+      withTenant(db, tenantId, (tx) =>
+        tx.update(coverageReports).set({ progressDone: done, progressTotal: total }).where(eq(coverageReports.id, reportId)),
+      ),
     );
+    // Awaited below; until then a failure must not count as unhandled.
+    written.catch(() => {});
   };
   const params = claimed.params as ReportRequest;
   const result = await coverageReport(
@@ -162,6 +171,7 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
     { episodesPrefix: params.episodesPrefix, limit: params.limit, offset: params.offset, scope: params.scope },
     progress,
   );
+  await written;
   await withTenant(db, tenantId, (tx) =>
     tx
       .update(coverageReports)

@@ -143,6 +143,15 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
     expect(report.body.unmerged[0].episode_id).toBe('run-249');
     await call('POST', '/v1/memory/facts', { type: 'note', memoryKind: 'semantic', content: { text: 'buys spare parts' }, mergedFrom: [{ type: 'run', id: 'run-249' }] });
     expect((await call('GET', '/v1/memory/report')).body.unmerged_count).toBe(0);
+    // A background report runs as an in-process job on the one connection, writing its progress.
+    const requested = await call('POST', '/v1/memory/reports', { episodesPrefix: 'episodes/' });
+    expect(requested.status).toBe(202);
+    let background = requested.body;
+    for (let i = 0; i < 100 && background.status !== 'completed' && background.status !== 'failed'; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      background = (await call('GET', `/v1/memory/reports/${requested.body.id}`)).body;
+    }
+    expect(background).toMatchObject({ status: 'completed', progress: { done: 1, total: 1 }, result: { episodic_count: 1, unmerged_count: 0 } });
   });
 
   it('runs an erasure to completion in the process (no worker, no Redis)', async () => {
