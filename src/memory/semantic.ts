@@ -77,9 +77,14 @@ export async function semanticSearch(
   // The two statements below go out together (pipelined: one round trip). The choice of strategy is
   // made inside the search statement: each branch runs only when its one-time filter holds.
   const ef = Math.max(40, Math.min(1000, depth));
+  // The tuple budget belongs to the fallback: a forced "hnsw" (no fallback) scans as far as the
+  // server's setting lets pgvector go, showing what the index alone finds.
+  const budget =
+    force === undefined
+      ? sql`, set_config('hnsw.max_scan_tuples', least(coalesce(current_setting('hnsw.max_scan_tuples', true)::int, 20000), ${scanBudget(depth)}::int)::text, true)`
+      : sql``;
   const settings = tx.execute(
-    sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true),
-      set_config('hnsw.max_scan_tuples', least(coalesce(current_setting('hnsw.max_scan_tuples', true)::int, 20000), ${scanBudget(depth)}::int)::text, true),
+    sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true)${budget},
       set_config('plan_cache_mode', 'force_custom_plan', true)`,
   );
   // Row-level security keeps both counts inside the tenant.
