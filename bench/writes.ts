@@ -28,7 +28,7 @@ import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { withDatabase } from '../src/db/url.ts';
-import { uuidv7 } from '../src/memory/ids.ts';
+import { uuidv7 } from '../src/core/ids.ts';
 
 export type WriteMode = 'single' | 'single-keyed' | 'batch';
 

@@ -1,6 +1,6 @@
 /**
  * The error codes of the wire contract (DESIGN §7), shared by the domain and the HTTP layer.
- * The domain throws `AppError`s (or the subclasses in src/memory/errors.ts); the HTTP layer
+ * The domain throws `AppError`s (or the subclasses in src/core/errors.ts); the HTTP layer
  * maps each code to its status in one table (src/http/errors.ts).
  */
 export const errorCodes = [

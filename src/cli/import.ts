@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
 import { type MemoryKind, memoryKinds, type ProvenanceRef } from '../db/schema/facts.ts';
-import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../episodes/coverage.ts';
+import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../kiwifs/coverage.ts';
 import {
   assertKnowledgeRoot,
   describeValue,
@@ -29,7 +29,7 @@ import {
   readKnowledgeFile,
   resolveEpisodesPrefix,
   walkKnowledgeFiles,
-} from '../episodes/files.ts';
+} from '../kiwifs/files.ts';
 import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
 import { apiFlags, asCommand, CommandLineError } from './memory.ts';
 

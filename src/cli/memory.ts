@@ -4,8 +4,8 @@
  * report exactly as the API and KiwiFS serve it; the default is a table for people.
  */
 import { parseArgs } from 'node:util';
-import { buildReport, type CoverageReport, type ReportItem } from '../episodes/coverage.ts';
-import { assertKnowledgeRoot, configPathOf, KnowledgeFolderError, readReportItems, resolveEpisodesPrefix, type ResolvedPrefix } from '../episodes/files.ts';
+import { buildReport, type CoverageReport, type ReportItem } from '../kiwifs/coverage.ts';
+import { assertKnowledgeRoot, configPathOf, KnowledgeFolderError, readReportItems, resolveEpisodesPrefix, type ResolvedPrefix } from '../kiwifs/files.ts';
 
 /** A command line that cannot run as given: one line on stderr, exit code 2. */
 export class CommandLineError extends Error {}

@@ -19,7 +19,7 @@ import type {
   WriteFactBodySchema,
 } from '../memory/schemas.ts';
 
-import type { CoverageReport } from '../episodes/coverage.ts';
+import type { CoverageReport } from '../kiwifs/coverage.ts';
 import type { ReportRequest, ReportStatus, ReportSummary } from '../episodes/schemas.ts';
 import type { ErasureStatus, ErasureTarget } from '../lifecycle/erasure.ts';
 

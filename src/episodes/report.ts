@@ -9,8 +9,8 @@ import { and, sql } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { facts } from '../db/schema.ts';
 import { appliesIn, live, type ScopeFilter } from '../memory/conditions.ts';
-import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
-import { type CoverageReport, type EpisodicFile, normalizeEpisodesPrefix, type Page } from './coverage.ts';
+import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { type CoverageReport, type EpisodicFile, normalizeEpisodesPrefix, type Page } from '../kiwifs/coverage.ts';
 
 export interface ReportParams extends Page {
   episodesPrefix?: string | undefined;

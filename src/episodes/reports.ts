@@ -14,12 +14,12 @@ import { coverageReports, coverageReportSchedules } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { recordOutbox, type OutboxRow } from '../jobs/outbox.ts';
 import { reportQueue } from '../jobs/queues.ts';
-import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
-import { decodeCursor, encodeCursor } from '../memory/cursor.ts';
+import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { AppError } from '../errors.ts';
-import { PermissionDenied } from '../memory/errors.ts';
-import { uuidv7 } from '../memory/ids.ts';
-import type { CoverageReport } from './coverage.ts';
+import { PermissionDenied } from '../core/errors.ts';
+import { uuidv7 } from '../core/ids.ts';
+import type { CoverageReport } from '../kiwifs/coverage.ts';
 import { coverageReport, type ReportProgress } from './report.ts';
 import {
   REPORT_HISTORY_DEFAULT,

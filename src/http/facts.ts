@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
-import { parseProvenanceHeader } from '../episodes/provenance.ts';
+import { parseProvenanceHeader } from '../kiwifs/provenance.ts';
 import {
   deleteFact,
   listFacts,

@@ -3,7 +3,7 @@ import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
 import { coverage, listModels } from '../memory/embeddings.ts';
-import { PermissionDenied } from '../memory/errors.ts';
+import { PermissionDenied } from '../core/errors.ts';
 import { buildContext } from '../memory/prompt.ts';
 import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';

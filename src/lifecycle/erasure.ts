@@ -19,10 +19,10 @@ import { registerTenant } from '../db/tenants.ts';
 import { AppError } from '../errors.ts';
 import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
 import { erasureQueue } from '../jobs/queues.ts';
-import { type MemoryContext, inTenantTransaction } from '../memory/context.ts';
-import { decodeCursor, encodeCursor } from '../memory/cursor.ts';
-import { FactNotFound, LegalHold, PermissionDenied } from '../memory/errors.ts';
-import { uuidv7 } from '../memory/ids.ts';
+import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { decodeCursor, encodeCursor } from '../core/cursor.ts';
+import { FactNotFound, LegalHold, PermissionDenied } from '../core/errors.ts';
+import { uuidv7 } from '../core/ids.ts';
 import type { ErasureStatus } from './schemas.ts';
 
 export type { ErasureStatus };

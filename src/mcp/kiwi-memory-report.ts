@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import type { CoverageReport } from '../episodes/coverage.ts';
+import type { CoverageReport } from '../kiwifs/coverage.ts';
 import { coverageReport } from '../episodes/report.ts';
 import { CoverageReportSchema, REPORT_LIST_DEFAULT, REPORT_LIST_MAX } from '../episodes/schemas.ts';
-import { textSchema } from '../memory/storable.ts';
+import { textSchema } from '../db/storable.ts';
 import { runTool, type ToolRegistration } from './tool.ts';
 
 /** `kiwi_memory_report` (DESIGN §6): the episodic coverage report, as KiwiFS's MCP tool of that name. */

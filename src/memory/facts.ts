@@ -10,14 +10,14 @@ import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissi
 import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
 import { live, typeIn, validAt } from './conditions.ts';
-import { appendMergedFrom } from '../episodes/coverage.ts';
+import { appendMergedFrom } from '../kiwifs/coverage.ts';
 import { assertNoErasureInProgress } from '../lifecycle/erasure.ts';
-import { decodeCursor, encodeCursor } from './cursor.ts';
+import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { carryEmbeddings } from './embeddings.ts';
 import { AppError } from '../errors.ts';
-import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from './errors.ts';
-import { type MemoryContext, inTenantTransaction } from './context.ts';
-import { uuidv7 } from './ids.ts';
+import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
+import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { uuidv7 } from '../core/ids.ts';
 import {
   type Fact,
   type FactList,

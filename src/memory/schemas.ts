@@ -4,9 +4,9 @@
  */
 import { z } from '@hono/zod-openapi';
 import { memoryKinds } from '../db/schema/facts.ts';
-import { CONTENT_MAX_DEPTH, textSchema, TimestampSchema, unstorableJson } from './storable.ts';
+import { CONTENT_MAX_DEPTH, textSchema, TimestampSchema, unstorableJson } from '../db/storable.ts';
 
-export { TimestampSchema } from './storable.ts';
+export { TimestampSchema } from '../db/storable.ts';
 
 export const CONTENT_MAX_BYTES = 64 * 1024;
 export const SUBJECTS_MAX = 20;

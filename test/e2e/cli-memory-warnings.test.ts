@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CoverageReport } from '../../src/episodes/coverage.ts';
+import type { CoverageReport } from '../../src/kiwifs/coverage.ts';
 import { runProcess } from '../helpers/process.ts';
 
 const files: Record<string, string> = {

@@ -5,7 +5,7 @@
  */
 import { expect } from 'vitest';
 import { connect } from '../../src/db/client.ts';
-import type { CoverageReport } from '../../src/episodes/coverage.ts';
+import type { CoverageReport } from '../../src/kiwifs/coverage.ts';
 import { coverageReport } from '../../src/episodes/report.ts';
 import type { TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';

@@ -1,14 +1,14 @@
 /**
  * The coverage keys restated in SQL (drizzle/0006_episode_coverage.sql: mnemo_merge_keys,
  * mnemo_episode_keys, mnemo_coverage_path, mnemo_trim_space) must give the answers of the TS
- * rules (src/episodes/coverage.ts: entryKeys, episodeKeys), which test/unit/coverage.test.ts
+ * rules (src/kiwifs/coverage.ts: entryKeys, episodeKeys), which test/unit/coverage.test.ts
  * holds to DESIGN §6 and KiwiFS. The API's report runs on the SQL; the CLI runs on the TS.
  */
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTenant } from '../../src/db/client.ts';
 import { facts, type ProvenanceRef } from '../../src/db/schema.ts';
-import { appendMergedFrom, buildReport, entryKeys, episodeKeys } from '../../src/episodes/coverage.ts';
+import { appendMergedFrom, buildReport, entryKeys, episodeKeys } from '../../src/kiwifs/coverage.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 

@@ -1,6 +1,6 @@
 /**
- * The coverage rules of DESIGN §6 (src/episodes/coverage.ts) and the X-Provenance parser
- * (src/episodes/provenance.ts), rule by rule, then against KiwiFS v0.4.1's own cases
+ * The coverage rules of DESIGN §6 (src/kiwifs/coverage.ts) and the X-Provenance parser
+ * (src/kiwifs/provenance.ts), rule by rule, then against KiwiFS v0.4.1's own cases
  * (test/fixtures/peer-cases/kiwifs/). Pure: no database. The SQL restatement of the key rules
  * is held to these same answers by test/integration/coverage-keys.test.ts.
  */
@@ -22,8 +22,8 @@ import {
   normalizePath,
   type ReportItem,
   UNSUPPORTED_MERGED_FROM_WARNING,
-} from '../../src/episodes/coverage.ts';
-import { parseProvenanceHeader } from '../../src/episodes/provenance.ts';
+} from '../../src/kiwifs/coverage.ts';
+import { parseProvenanceHeader } from '../../src/kiwifs/provenance.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { draftFact } from '../../src/cli/import.ts';
-import { buildReport } from '../../src/episodes/coverage.ts';
+import { buildReport } from '../../src/kiwifs/coverage.ts';
 import {
   assertKnowledgeRoot,
   KnowledgeFolderError,
@@ -14,7 +14,7 @@ import {
   reportWarningOf,
   resolveEpisodesPrefix,
   walkKnowledgeFiles,
-} from '../../src/episodes/files.ts';
+} from '../../src/kiwifs/files.ts';
 
 let root: string;
 

@@ -135,7 +135,7 @@ export const facts = pgTable(
       .generatedAlwaysAs(sql`mnemo_token_count(mnemo_search_document(type, content))`),
     /**
      * What this fact's `mergedFrom` covers, as coverage keys (`id:<episode id>`, `path:<path>`;
-     * the rules of src/episodes/coverage.ts restated in SQL by `mnemo_merge_keys`), computed once
+     * the rules of src/kiwifs/coverage.ts restated in SQL by `mnemo_merge_keys`), computed once
      * per write so the coverage report joins on them instead of reading every fact's JSON.
      */
     mergeKeys: text('merge_keys')
