@@ -201,9 +201,6 @@ export async function failReport(db: Db, tenantId: string, reportId: string): Pr
 // ---------------------------------------------------------------------------------------------
 // The nightly schedule
 
-/** The BullMQ job scheduler of a tenant's nightly report (hashed: tenant ids may hold any character). */
-export const nightlySchedulerId = (tenantId: string) => `report-nightly-${createHash('sha1').update(tenantId).digest('hex')}`;
-
 const cronAt = (hourUtc: number) => `0 ${hourUtc} * * *`;
 
 function toSchedule(row: typeof coverageReportSchedules.$inferSelect): Schedule {

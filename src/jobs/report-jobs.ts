@@ -1,12 +1,17 @@
-import type { Schedule } from '../episodes/schemas.ts';
-import { nightlySchedulerId } from '../episodes/reports.ts';
+import { createHash } from 'node:crypto';
 import { type Queues, reportQueue } from './queues.ts';
+
+/** The BullMQ job scheduler of a tenant's nightly report (hashed: tenant ids may hold any character). */
+export const nightlySchedulerId = (tenantId: string) => `report-nightly-${createHash('sha1').update(tenantId).digest('hex')}`;
+
+/** What the scheduler needs of a report schedule (episodes/schemas.ts `Schedule`): its cron pattern. */
+type NightlyCron = { cron: string };
 
 /**
  * Makes Redis's job scheduler of a tenant's nightly report match its schedule in Postgres (none
  * when `schedule` is undefined). Upserting an unchanged scheduler changes nothing.
  */
-export async function syncNightlyScheduler(queues: Queues, tenantId: string, schedule: Pick<Schedule, 'cron'> | undefined): Promise<void> {
+export async function syncNightlyScheduler(queues: Queues, tenantId: string, schedule: NightlyCron | undefined): Promise<void> {
   const queue = queues.get(reportQueue.name)!;
   const id = nightlySchedulerId(tenantId);
   if (!schedule) {
@@ -17,7 +22,7 @@ export async function syncNightlyScheduler(queues: Queues, tenantId: string, sch
 }
 
 /** Restores a tenant's nightly scheduler if Redis lost it; true when it had to. */
-export async function restoreNightlyScheduler(queues: Queues, tenantId: string, schedule: Pick<Schedule, 'cron'>): Promise<boolean> {
+export async function restoreNightlyScheduler(queues: Queues, tenantId: string, schedule: NightlyCron): Promise<boolean> {
   if (await queues.get(reportQueue.name)!.getJobScheduler(nightlySchedulerId(tenantId))) return false;
   await syncNightlyScheduler(queues, tenantId, schedule);
   return true;

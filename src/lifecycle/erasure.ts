@@ -9,7 +9,6 @@
  * The erasure row keeps only an HMAC of the target's id; the id itself travels in the outbox
  * payload the job reads, which is scrubbed when the erasure completes.
  */
-import { createHmac } from 'node:crypto';
 import { and, desc, eq, inArray, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Principal } from '../auth/permissions.ts';
@@ -23,6 +22,7 @@ import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { FactNotFound, LegalHold, PermissionDenied } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
+import { lockNames, targetHash } from '../core/erasure-guard.ts';
 import type { ErasureStatus } from './schemas.ts';
 
 export type { ErasureStatus };
@@ -49,11 +49,6 @@ export class ErasureNotFound extends AppError {
   constructor() {
     super('not-found', 'No such erasure');
   }
-}
-
-/** The keyed hash an erasure row keeps of a person's or conversation's id. */
-export function targetHash(key: string, kind: 'participant' | 'external' | 'conversation', id: string): string {
-  return createHmac('sha256', key).update(`${kind}:${id}`).digest('hex');
 }
 
 function assertAdmin(principal: Principal): void {
@@ -211,8 +206,8 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
       .returning();
     if (!row) return undefined;
     // The barrier against writes that checked for an erasure before this one was recorded and
-    // have not committed yet: it waits for them (see assertNoErasureInProgress), so the batches
-    // below, each a later transaction, see their facts.
+    // have not committed yet: it waits for them (see assertNoErasureInProgress in
+    // src/core/erasure-guard.ts), so the batches below, each a later transaction, see their facts.
     if (row.targetHash) await lockNames(tx, [row.targetHash], 'exclusive');
     const held = await tx
       .select({ id: facts.id })
@@ -316,66 +311,4 @@ export async function failErasure(db: Db, tenantId: string, erasureId: string): 
       .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
       .where(and(eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running']))),
   );
-}
-
-/**
- * Transaction-level advisory locks on the names a write or an erasure concerns, keyed by the
- * HMAC the erasure row keeps (never the id itself) and the transaction's tenant. Writes take
- * them shared (writes never wait for each other); an erasure takes its one name exclusive.
- */
-async function lockNames(tx: Tx, hashes: readonly string[], mode: 'shared' | 'exclusive'): Promise<void> {
-  const lock = mode === 'shared' ? sql`pg_advisory_xact_lock_shared` : sql`pg_advisory_xact_lock`;
-  await tx.execute(sql`
-    select ${lock}(hashtextextended('mnemo.erasure:' || mnemo_current_tenant() || ':' || h, 0))
-    from unnest(${`{${[...new Set(hashes)].sort().join(',')}}`}::text[]) as h`);
-}
-
-/**
- * 409 `erasure-in-progress` when a write names a person or conversation whose erasure is pending
- * or running. Runs in the write's transaction; without a key no erasure can exist.
- *
- * The check alone leaves a window: a write that checked before the erasure was recorded, and
- * commits after the erasure's job has scanned for matching facts, would leave a fact of the
- * person behind a `completed` erasure. So the write first takes a shared lock on each name it
- * carries, held to its commit, and checks after it (a new snapshot under READ COMMITTED); the
- * erasure job takes the name's lock exclusively before its first batch. Either the write holds
- * the lock first, and the job waits for it to commit and then finds its fact; or the job holds
- * it (or has held it), so the erasure row was committed before the write's check, which sees it
- * and answers 409.
- */
-/** Who a write names: the scope's person and conversation, and its subjects. */
-interface WriteNames {
-  participantId?: string | null | undefined;
-  threadId?: string | null | undefined;
-  subjects?: readonly { kind: string; id: string }[] | undefined;
-}
-
-export async function assertNoErasureInProgress(
-  tx: Tx,
-  key: string | undefined,
-  names: WriteNames | readonly WriteNames[],
-): Promise<void> {
-  if (!key) return;
-  // A batch of writes is checked at once: one lock statement and one lookup for all its names.
-  const distinct = new Set<string>();
-  for (const each of Array.isArray(names) ? (names as readonly WriteNames[]) : [names as WriteNames]) {
-    if (each.participantId) distinct.add(targetHash(key, 'participant', each.participantId));
-    if (each.threadId) distinct.add(targetHash(key, 'conversation', each.threadId));
-    for (const subject of each.subjects ?? []) {
-      if (subject.kind === 'participant' || subject.kind === 'external') distinct.add(targetHash(key, subject.kind, subject.id));
-    }
-  }
-  const hashes = [...distinct];
-  if (hashes.length === 0) return;
-  await lockNames(tx, hashes, 'shared');
-  const [open] = await tx
-    .select({ id: erasures.id })
-    .from(erasures)
-    .where(and(inArray(erasures.status, ['pending', 'running']), inArray(erasures.targetHash, hashes)))
-    .limit(1);
-  if (open) {
-    throw new AppError('erasure-in-progress', 'A person or conversation this write names is being erased; retry once the erasure has finished', {
-      erasureId: open.id,
-    });
-  }
 }

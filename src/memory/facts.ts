@@ -11,7 +11,7 @@ import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
 import { live, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../kiwifs/coverage.ts';
-import { assertNoErasureInProgress } from '../lifecycle/erasure.ts';
+import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { carryEmbeddings } from './embeddings.ts';
 import { AppError } from '../errors.ts';

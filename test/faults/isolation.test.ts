@@ -27,7 +27,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
-import { nightlySchedulerId } from '../../src/episodes/reports.ts';
+import { nightlySchedulerId } from '../../src/jobs/report-jobs.ts';
 import { queueDefinitions, reportQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET, tokenFor } from '../helpers/api.ts';
