@@ -104,7 +104,11 @@ describe('in-process jobs (no Redis)', () => {
     const ref = await record(tenantId, 1);
     await dispatchOutbox(jobs.queues, [ref]);
 
-    await eventually(async () => (await row(tenantId, ref.id)).failedAt, 10_000, () => `calls: ${calls.length}`);
+    // Failed (the processor's update), then the claim released (the transport's, a moment later).
+    await eventually(async () => {
+      const current = await row(tenantId, ref.id);
+      return current.failedAt && current.claimedBy === null;
+    }, 10_000, () => `calls: ${calls.length}`);
     expect(calls.map((c) => c.attemptsMade)).toEqual([0, 1, 2]);
     // Exponential: 150 ms, then 300 ms (timers never fire early).
     expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(140);
