@@ -16,7 +16,8 @@ Commands:
   migrate               apply database migrations (DATABASE_ADMIN_URL, else DATABASE_URL)
   export --out FILE     write every row of the embedded data directory (MNEMO_DATA_DIR, else ./.mnemo) to FILE
   restore --in FILE     load an export into an empty, migrated PostgreSQL (DATABASE_ADMIN_URL, else DATABASE_URL)
-  token                 mint a development HS256 token signed with MNEMO_JWT_SECRET
+  token                 mint a development HS256 token signed with MNEMO_JWT_SECRET (with no DATABASE_URL:
+                        the embedded data directory's key, the one npm start uses)
       --tenant T          tenant id (tid)                                  required
       --sub S             subject (user or app key id)                     required
       --role R            admin | member | service                         required
