@@ -16,7 +16,7 @@ import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
-import type { Queues } from './jobs/queues.ts';
+import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
 import type { Logger } from './log.ts';
 import { mcpRoutes } from './mcp/server.ts';
 import type { QueryEmbedder } from './memory/retrieve.ts';
@@ -53,11 +53,9 @@ function limitBody(maxSize: number, onError: (c: Context<AppEnv>) => Response | 
   };
 }
 
-/** Search by meaning, when this runtime has embeddings. */
+/** Search by meaning, when this runtime has embeddings (the dispatcher queues the new facts' vectors). */
 export interface EmbeddingServices {
   embedder: QueryEmbedder;
-  /** Queues vectors for facts just written (after their commit; one call per request). Never fails the request. */
-  schedule(tenantId: string, facts: readonly { id: string; version: number }[]): Promise<void>;
   configured: { model: string; endpoint: string };
 }
 
@@ -67,15 +65,19 @@ export interface AppDependencies {
   db: Db;
   verifyToken: TokenVerifier;
   embeddings?: EmbeddingServices | undefined;
-  /** Producer handles for work the API queues (background reports); absent, the reconciler queues it. */
-  queues?: Queues | undefined;
+  /**
+   * Hands work to the queues after a request's commit (vectors, reports, erasures, schedulers);
+   * absent, nothing is queued and the reconciler queues it all.
+   */
+  dispatcher?: Dispatcher | undefined;
   /** The erasure HMAC key (MNEMO_ERASURE_KEY); without it erasure requests answer 503. */
   erasureKey?: string | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings, queues, erasureKey }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
+  const dispatch = dispatcher ?? createDispatcher({ logger });
 
   app.use('*', requestId());
   app.use('*', requestLog(logger));
@@ -94,10 +96,10 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, queu
     // After authentication: an unauthenticated request never makes the server read its body.
     app.use(path, emptyJsonBodyIsNoBody());
   }
-  app.route('/', factRoutes({ db, scheduleEmbedding: embeddings?.schedule, erasureKey }));
+  app.route('/', factRoutes({ db, dispatch, erasureKey }));
   app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured }));
-  app.route('/', episodeRoutes({ db, logger, queues }));
-  app.route('/', erasureRoutes({ db, logger, queues, erasureKey }));
+  app.route('/', episodeRoutes({ db, dispatch }));
+  app.route('/', erasureRoutes({ db, dispatch, erasureKey }));
   // MCP over streamable HTTP: its own body limit and bearer check (401 with WWW-Authenticate).
   app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES }));
 

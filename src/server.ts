@@ -23,10 +23,10 @@ import { openEmbeddedDatabase } from './embedded/database.ts';
 import { withLocalSecrets } from './embedded/secrets.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
 import { answerMalformedRequests, manageConnections } from './http/connections.ts';
-import { scheduleEmbedding } from './jobs/embedding-jobs.ts';
+import { createDispatcher } from './jobs/dispatcher.ts';
 import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
-import { createRedis, promptly } from './jobs/redis.ts';
+import { createRedis } from './jobs/redis.ts';
 import { createLogger, type Logger, logUnhandledRejections } from './log.ts';
 import { redactUrl } from './redact.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
@@ -50,13 +50,16 @@ async function main(): Promise<void> {
   const embeddingSettings = await startEmbeddings(config, logger);
   const providers = embeddingSettings ? createEmbeddingProviders(embeddingSettings, logger) : undefined;
   const jobs = startJobs(config, storage, providers, embeddingSettings, logger);
-  const embeddings = embeddingServices(embeddingSettings, providers, jobs.queues, logger);
+  const embeddings = embeddingServices(embeddingSettings, providers);
+  // Both transports give producer handles. Redis being away delays the work, never the request:
+  // the reconciler finds what Postgres records (outbox rows, facts without their vector) later.
+  const dispatcher = createDispatcher({ queues: jobs.queues, logger, embeddings: embeddings !== undefined });
 
   let accepting = true;
   const app = createApp({
     logger,
     embeddings,
-    queues: jobs.queues,
+    dispatcher,
     erasureKey: config.erasureKey,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
@@ -197,12 +200,10 @@ async function startEmbeddings(config: Config, logger: Logger): Promise<Embeddin
   return { kind: 'openai-compat', url: local.url, model: local.model, apiKey: undefined, batchSize: config.embeddings.batchSize, semanticWeight: config.embeddings.semanticWeight };
 }
 
-/** Search by meaning and the queueing of new vectors, when this runtime has embeddings. */
+/** Search by meaning, when this runtime has embeddings. */
 function embeddingServices(
   settings: EmbeddingsSettings | undefined,
   providers: ReturnType<typeof createEmbeddingProviders> | undefined,
-  queues: Queues,
-  logger: Logger,
 ): EmbeddingServices | undefined {
   if (!settings || !providers) return undefined;
   return {
@@ -210,9 +211,6 @@ function embeddingServices(
       embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]!,
       semanticWeight: providers.semanticWeight,
     },
-    // Redis being away delays the vector, never the write: the reconciler finds the fact later.
-    // One request per tenant however many facts were written: the job reads them from Postgres.
-    schedule: (tenantId) => promptly(scheduleEmbedding(queues, tenantId), logger, 'queue embedding', { tenantId }),
     configured: { model: settings.model, endpoint: settings.url },
   };
 }

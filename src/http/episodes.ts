@@ -16,11 +16,7 @@ import {
   ScheduleBodySchema,
   ScheduleSchema,
 } from '../episodes/schemas.ts';
-import { dispatchOutbox } from '../jobs/outbox.ts';
-import type { Queues } from '../jobs/queues.ts';
-import { promptly } from '../jobs/redis.ts';
-import { syncNightlyScheduler } from '../jobs/report-jobs.ts';
-import type { Logger } from '../log.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { ScopeFilter } from '../memory/conditions.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
@@ -113,9 +109,8 @@ const deleteScheduleRoute = createRoute({
 
 export interface EpisodeRouteDeps {
   db: Db;
-  logger: Logger;
-  /** Absent in a runtime without Redis: background reports then wait for the worker's reconciler. */
-  queues?: Queues | undefined;
+  /** Hands reports and nightly schedulers to the queues after the commit (without queues, the reconciler does). */
+  dispatch: Dispatcher;
 }
 
 /** The scope keys a report query gave, or none (every fact the caller can read takes part). */
@@ -124,7 +119,7 @@ const scopeOf = (keys: ScopeFilter): ScopeFilter | undefined => {
   return Object.keys(scope).length > 0 ? scope : undefined;
 };
 
-export function episodeRoutes({ db, logger, queues }: EpisodeRouteDeps) {
+export function episodeRoutes({ db, dispatch }: EpisodeRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   // `limit` is always a key of the parsed query, undefined when not given: a default spread under
   // it would be overwritten, and the lists would come back whole.
@@ -141,19 +136,19 @@ export function episodeRoutes({ db, logger, queues }: EpisodeRouteDeps) {
     })
     .openapi(requestReportRoute, async (c) => {
       const { report: queued, outbox } = await requestReport(ctx(c), c.req.valid('json') ?? {});
-      if (queues) await promptly(dispatchOutbox(queues, [outbox]), logger, 'queue the report');
+      await dispatch.outbox([outbox], 'queue the report');
       return c.json({ id: queued.id, status: queued.status }, 202);
     })
     .openapi(getScheduleRoute, async (c) => c.json(await getSchedule(ctx(c)), 200))
     .openapi(putScheduleRoute, async (c) => {
       const schedule = await putSchedule(ctx(c), c.req.valid('json') ?? {});
-      if (queues) await promptly(syncNightlyScheduler(queues, principalOf(c).tenantId, schedule), logger, 'schedule the nightly report');
+      await dispatch.nightlyScheduler(principalOf(c).tenantId, schedule);
       return c.json(schedule, 200);
     })
     .openapi(deleteScheduleRoute, async (c) => {
       await deleteSchedule(ctx(c));
       // If Redis misses this, the orphaned scheduler's next run finds no schedule and does nothing.
-      if (queues) await promptly(syncNightlyScheduler(queues, principalOf(c).tenantId, undefined), logger, 'remove the nightly scheduler');
+      await dispatch.nightlyScheduler(principalOf(c).tenantId, undefined);
       return c.body(null, 204);
     })
     .openapi(getReportRoute, async (c) => c.json(await getReport(ctx(c), c.req.valid('param').id), 200))

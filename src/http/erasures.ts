@@ -1,9 +1,7 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
-import { dispatchOutbox } from '../jobs/outbox.ts';
-import type { Queues } from '../jobs/queues.ts';
-import { promptly } from '../jobs/redis.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { type ErasureTarget, getErasure, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
 import {
   ErasureIdParamSchema,
@@ -12,7 +10,6 @@ import {
   ErasureRequestSchema,
   ErasureSchema,
 } from '../lifecycle/schemas.ts';
-import type { Logger } from '../log.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './context.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
@@ -63,17 +60,14 @@ const resumeRoute = createRoute({
 
 export interface ErasureRouteDeps {
   db: Db;
-  logger: Logger;
-  queues?: Queues | undefined;
+  /** Hands erasures to the queues after the commit (without queues, the reconciler does). */
+  dispatch: Dispatcher;
   /** Without it erasure is off (503). */
   erasureKey?: string | undefined;
 }
 
-export function erasureRoutes({ db, logger, queues, erasureKey }: ErasureRouteDeps) {
+export function erasureRoutes({ db, dispatch, erasureKey }: ErasureRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
-  const dispatch = async (outbox: Parameters<typeof dispatchOutbox>[1][number]) => {
-    if (queues) await promptly(dispatchOutbox(queues, [outbox]), logger, 'queue the erasure');
-  };
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(requestRoute, async (c) => {
       const body = c.req.valid('json');
@@ -83,14 +77,14 @@ export function erasureRoutes({ db, logger, queues, erasureKey }: ErasureRouteDe
           ? { kind: body.subject.kind, id: body.subject.id }
           : { kind: 'conversation', id: body.conversationId! };
       const { erasure, outbox } = await requestErasure(ctx(c), target, erasureKey);
-      await dispatch(outbox);
+      await dispatch.outbox([outbox], 'queue the erasure');
       return c.json({ id: erasure.id, status: erasure.status }, 202);
     })
     .openapi(listRoute, async (c) => c.json(await listErasures(ctx(c), c.req.valid('query')), 200))
     .openapi(getRoute, async (c) => c.json(await getErasure(ctx(c), c.req.valid('param').id), 200))
     .openapi(resumeRoute, async (c) => {
       const { erasure, outbox } = await resumeErasure(ctx(c), c.req.valid('param').id);
-      await dispatch(outbox);
+      await dispatch.outbox([outbox], 'queue the erasure');
       return c.json({ id: erasure.id, status: erasure.status }, 202);
     });
 }

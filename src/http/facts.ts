@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { parseProvenanceHeader } from '../kiwifs/provenance.ts';
 import {
   deleteFact,
@@ -160,22 +161,22 @@ const revisionsRoute = createRoute({
 /** The facts routes: each parses, authorises via the principal, calls one domain verb. */
 export interface FactRouteDeps {
   db: Db;
-  /** Queues vectors for facts just written (one call per request), when this runtime has embeddings. */
-  scheduleEmbedding?: ((tenantId: string, facts: readonly { id: string; version: number }[]) => Promise<void>) | undefined;
+  /** Hands the new facts' vectors to the queues after the commit (once per request; nothing without embeddings). */
+  dispatch: Dispatcher;
   /** When erasure is on: writes naming someone being erased answer 409. */
   erasureKey?: string | undefined;
 }
 
-export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps) {
+export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
-  /** New content wants a vector: queued once the write has committed (a replay queues nothing). */
-  const afterWrite = async (c: Context<AppEnv>, outcome: Outcome, written: () => readonly { id: string; version: number }[]) => {
-    if (!scheduleEmbedding || outcome.replayed || outcome.status >= 300) return;
-    await scheduleEmbedding(principalOf(c).tenantId, written());
-  };
-  const one = (outcome: Outcome) => () => {
-    const { id, version } = JSON.parse(outcome.body) as { id: string; version: number };
-    return [{ id, version }];
+  /**
+   * New content wants a vector: queued once the write has committed, one request for the tenant
+   * however many facts it wrote (the job reads them from Postgres). A replay or a refused write
+   * has no result, and queues nothing.
+   */
+  const afterWrite = async (c: Context<AppEnv>, outcome: Outcome) => {
+    if (outcome.result === undefined) return;
+    await dispatch.embedding(principalOf(c).tenantId);
   };
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
@@ -186,20 +187,18 @@ export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps)
         status: 201,
         body: await writeFact({ ...ctx(c), tx }, body, { provenance, erasureKey }),
       }));
-      await afterWrite(c, outcome, one(outcome));
+      await afterWrite(c, outcome);
       return send(c, outcome);
     })
     .openapi(writeBatchRoute, async (c) => {
       const body = c.req.valid('json');
       const provenance = provenanceFrom(c);
-      let written: { id: string; version: number }[] = [];
-      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => {
-        const data = await writeFacts({ ...ctx(c), tx }, body.facts, { provenance, erasureKey });
-        written = data.map(({ id, version }) => ({ id, version }));
-        return { status: 201, body: { data } };
-      });
+      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
+        status: 201,
+        body: { data: await writeFacts({ ...ctx(c), tx }, body.facts, { provenance, erasureKey }) },
+      }));
       // One request for the batch's vectors, not one per fact.
-      await afterWrite(c, outcome, () => written);
+      await afterWrite(c, outcome);
       return send(c, outcome);
     })
     .openapi(listRoute, async (c) => c.json(await listFacts(ctx(c), c.req.valid('query')), 200))
@@ -215,7 +214,7 @@ export function factRoutes({ db, scheduleEmbedding, erasureKey }: FactRouteDeps)
         status: 200,
         body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance, erasureKey }),
       }));
-      await afterWrite(c, outcome, one(outcome));
+      await afterWrite(c, outcome);
       return send(c, outcome);
     })
     .openapi(verifyRoute, async (c) => {

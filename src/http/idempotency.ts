@@ -11,11 +11,16 @@ import { errorBody, errorStatus } from './errors.ts';
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 const KEEP_HOURS = 24;
 
-export interface Outcome {
+export interface Outcome<T = unknown> {
   status: number;
   /** The response body, serialized once: stored and replayed byte for byte. */
   body: string;
   replayed: boolean;
+  /**
+   * What `run` returned, typed, when this request ran it and it succeeded (its writes commit):
+   * absent for a replay and for a domain error, so it also says whether there is work to hand on.
+   */
+  result?: T;
 }
 
 /** A stored record as read with raw SQL (NULLs when there is none). */
@@ -56,17 +61,17 @@ class RecordedMeanwhile extends Error {}
  * What a keyed write costs beyond the write: one statement that looks the key up and takes its
  * lock (sent together with the savepoint, one round trip), and the insert of the record.
  */
-export async function idempotent(
+export async function idempotent<T>(
   c: Context<AppEnv>,
   db: Db,
   principal: Principal,
   body: unknown,
-  run: (tx?: Tx) => Promise<{ status: number; body: unknown }>,
-): Promise<Outcome> {
+  run: (tx?: Tx) => Promise<{ status: number; body: T }>,
+): Promise<Outcome<T>> {
   const key = c.req.header('idempotency-key');
   if (key === undefined) {
     const outcome = await run();
-    return { status: outcome.status, body: JSON.stringify(outcome.body), replayed: false };
+    return { status: outcome.status, body: JSON.stringify(outcome.body), replayed: false, result: outcome.body };
   }
   if (!KEY_PATTERN.test(key)) {
     throw new AppError('bad-input', 'Idempotency-Key: must be 1 to 255 visible ASCII characters');
@@ -76,7 +81,7 @@ export async function idempotent(
   const requestHash = createHash('sha256')
     .update(`${c.req.method}\n${c.req.path}\n${canonical(principal)}\n${canonical(body)}`)
     .digest('hex');
-  const replay = (stored: StoredRow): Outcome => {
+  const replay = (stored: StoredRow): Outcome<T> => {
     if (stored.request_hash !== requestHash) {
       throw new AppError('idempotency-key-reused', 'This Idempotency-Key was used with another request');
     }
@@ -107,10 +112,10 @@ export async function idempotent(
           throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
         }
 
-        let outcome: { status: number; body: string };
+        let outcome: { status: number; body: string; result?: T };
         try {
           const result = await run(tx);
-          outcome = { status: result.status, body: JSON.stringify(result.body) };
+          outcome = { status: result.status, body: JSON.stringify(result.body), result: result.body };
         } catch (error) {
           if (!(error instanceof AppError) || errorStatus[error.code] >= 500) throw error;
           await tx.execute(sql`rollback to savepoint idempotent_run`);

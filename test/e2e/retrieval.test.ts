@@ -229,7 +229,6 @@ describe('the configured embeddings endpoint, shown without its secrets', () => 
       readiness: { accepting: () => true, checks: {} },
       embeddings: {
         embedder: { embed: async () => [] },
-        schedule: async () => {},
         configured: { model: 'nomic-embed-text', endpoint: 'https://user-x:s3cret-password@emb.example.com:8443/v1/?api_key=sk-query-secret#frag-secret' },
       },
     });

@@ -8,7 +8,7 @@ import { answerMalformedRequests } from '../../src/http/connections.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
-import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
+import { createDispatcher } from '../../src/jobs/dispatcher.ts';
 import { type BullQueues, closeQueues, createQueues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
 import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/embeddings.ts';
@@ -102,7 +102,8 @@ export async function startTestApi(
   const app = createApp({
     logger,
     embeddings: embeddings?.services,
-    queues: jobs?.queues,
+    // As src/server.ts wires it: vectors are queued only when this runtime has embeddings.
+    dispatcher: jobs ? createDispatcher({ queues: jobs.queues, logger, embeddings: embeddings !== undefined }) : undefined,
     erasureKey: TEST_ERASURE_KEY,
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
@@ -180,7 +181,6 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
       ? {
           services: {
             embedder: { embed: async (model, text) => (await providers.forModel(model).embed([text]))[0]! },
-            schedule: (tenantId) => scheduleEmbedding(queues, tenantId),
             configured: { model: server.model, endpoint: server.url },
           } satisfies EmbeddingServices,
           test: {
