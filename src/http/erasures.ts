@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import { type ErasureTarget, getErasure, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
+import { erasureTargetOf, getErasure, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
 import {
   ErasureIdParamSchema,
   ErasureListQuerySchema,
@@ -70,13 +70,7 @@ export function erasureRoutes({ db, dispatch, erasureKey }: ErasureRouteDeps) {
   const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(requestRoute, async (c) => {
-      const body = c.req.valid('json');
-      const target: ErasureTarget = body.factId
-        ? { kind: 'fact', id: body.factId }
-        : body.subject
-          ? { kind: body.subject.kind, id: body.subject.id }
-          : { kind: 'conversation', id: body.conversationId! };
-      const { erasure, outbox } = await requestErasure(ctx(c), target, erasureKey);
+      const { erasure, outbox } = await requestErasure(ctx(c), erasureTargetOf(c.req.valid('json')), erasureKey);
       await dispatch.outbox([outbox], 'queue the erasure');
       return c.json({ id: erasure.id, status: erasure.status }, 202);
     })

@@ -1,9 +1,7 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
-import { withTenant } from '../db/client.ts';
-import { coverage, listModels } from '../memory/embeddings.ts';
-import { PermissionDenied } from '../core/errors.ts';
+import { embeddingStatus } from '../memory/embeddings.ts';
 import { buildContext } from '../memory/prompt.ts';
 import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';
@@ -78,17 +76,5 @@ export function retrievalRoutes({ db, embedder, configured }: RetrievalDeps) {
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(retrieveRoute, async (c) => c.json(await retrieve(ctx(c), c.req.valid('json')), 200))
     .openapi(contextRoute, async (c) => c.json(await buildContext(ctx(c), c.req.valid('json')), 200))
-    .openapi(embeddingsRoute, async (c) => {
-      const principal = principalOf(c);
-      if (principal.role !== 'admin') throw new PermissionDenied('Embedding status is for tenant admins');
-      const models = await withTenant(db, principal.tenantId, async (tx) =>
-        Promise.all(
-          (await listModels(tx)).map(async (m) => {
-            const { live, embedded } = await coverage(tx, m.model);
-            return { model: m.model, dims: m.dims, state: m.state as 'backfilling' | 'active', live, embedded, backlog: live - embedded };
-          }),
-        ),
-      );
-      return c.json({ configured: shown, models }, 200);
-    });
+    .openapi(embeddingsRoute, async (c) => c.json({ configured: shown, models: await embeddingStatus(ctx(c)) }, 200));
 }

@@ -23,7 +23,7 @@ import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { FactNotFound, LegalHold, PermissionDenied } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
 import { lockNames, targetHash } from '../core/erasure-guard.ts';
-import type { ErasureStatus } from './schemas.ts';
+import type { ErasureRequest, ErasureStatus } from './schemas.ts';
 
 export type { ErasureStatus };
 
@@ -35,6 +35,13 @@ export type ErasureTarget =
   | { kind: 'participant'; id: string }
   | { kind: 'external'; id: string }
   | { kind: 'conversation'; id: string };
+
+/** What an erasure request names (exactly one of a fact, a subject or a conversation, as its schema checks). */
+export function erasureTargetOf(request: ErasureRequest): ErasureTarget {
+  if (request.factId) return { kind: 'fact', id: request.factId };
+  if (request.subject) return { kind: request.subject.kind, id: request.subject.id };
+  return { kind: 'conversation', id: request.conversationId! };
+}
 
 type ErasureRow = typeof erasures.$inferSelect;
 

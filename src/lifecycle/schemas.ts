@@ -54,3 +54,4 @@ export const ErasureIdParamSchema = z.object({
 });
 
 export type ErasureStatus = z.infer<typeof ErasureSchema>;
+export type ErasureRequest = z.infer<typeof ErasureRequestSchema>;

@@ -8,6 +8,8 @@
  * reconciler can always find it again, whatever Redis lost.
  */
 import { and, eq, gt, inArray, sql } from 'drizzle-orm';
+import { inTenantTransaction, type MemoryContext } from '../core/context.ts';
+import { PermissionDenied } from '../core/errors.ts';
 import type { Db, Tx } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
 import { embeddingModels, factEmbeddings, facts } from '../db/schema.ts';
@@ -202,6 +204,28 @@ export async function coverage(tx: Tx, model: string): Promise<Coverage> {
       on e.tenant_id = f.tenant_id and e.fact_id = f.id and e.model = ${model} and e.version = f.version
     where f.invalidated_at is null and (f.expires_at is null or f.expires_at > now())`)) as unknown as [Coverage];
   return row;
+}
+
+/** A model in use, and how much of the tenant's memory it covers. */
+export interface ModelStatus extends Coverage {
+  model: string;
+  dims: number;
+  state: 'backfilling' | 'active';
+  /** Live facts still without a current vector of this model. */
+  backlog: number;
+}
+
+/** The tenant's embedding coverage per model in use (tenant admins only). */
+export async function embeddingStatus(ctx: MemoryContext): Promise<ModelStatus[]> {
+  if (ctx.principal.role !== 'admin') throw new PermissionDenied('Embedding status is for tenant admins');
+  return inTenantTransaction(ctx, async (tx) =>
+    Promise.all(
+      (await listModels(tx)).map(async (m) => {
+        const { live, embedded } = await coverage(tx, m.model);
+        return { model: m.model, dims: m.dims, state: m.state as 'backfilling' | 'active', live, embedded, backlog: live - embedded };
+      }),
+    ),
+  );
 }
 
 /** Coverage of `model` over every tenant (the backfill's progress). */
