@@ -1,15 +1,13 @@
 import { createHash } from 'node:crypto';
-import { sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import type { Principal } from '../auth/permissions.ts';
+import { lookUpKey, readStoredResponse, type StoredResponse, storeResponse, undoRun } from '../core/idempotency.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
-import { idempotencyKeys } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { AppEnv } from './context.ts';
 import { errorBody, errorStatus } from './errors.ts';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-const KEEP_HOURS = 24;
 
 export interface Outcome<T = unknown> {
   status: number;
@@ -21,14 +19,6 @@ export interface Outcome<T = unknown> {
    * absent for a replay and for a domain error, so it also says whether there is work to hand on.
    */
   result?: T;
-}
-
-/** A stored record as read with raw SQL (NULLs when there is none). */
-interface StoredRow {
-  request_hash: string | null;
-  response_status: number | null;
-  response_body: string | null;
-  locked?: boolean | null;
 }
 
 /** Stable JSON (sorted keys), so the same body hashes the same whatever its key order. */
@@ -81,11 +71,11 @@ export async function idempotent<T>(
   const requestHash = createHash('sha256')
     .update(`${c.req.method}\n${c.req.path}\n${canonical(principal)}\n${canonical(body)}`)
     .digest('hex');
-  const replay = (stored: StoredRow): Outcome<T> => {
-    if (stored.request_hash !== requestHash) {
+  const replay = (stored: StoredResponse): Outcome<T> => {
+    if (stored.requestHash !== requestHash) {
       throw new AppError('idempotency-key-reused', 'This Idempotency-Key was used with another request');
     }
-    return { status: stored.response_status!, body: stored.response_body!, replayed: true };
+    return { status: stored.status, body: stored.body, replayed: true };
   };
 
   try {
@@ -93,21 +83,10 @@ export async function idempotent<T>(
       db,
       principal.tenantId,
       async (tx) => {
-        const lockKey = `idempotency\n${principal.tenantId}\n${key}`;
-        // The stored response is looked up before any lock, so parallel retries of a finished request
-        // all replay it instead of locking each other out (issue 10, defect 7). Only when there is no
-        // record is the key's lock tried, in the same statement: a replay costs this one round trip.
-        // The savepoint a domain error rolls back to is sent with it (pipelined, same round trip).
-        const [[found]] = (await Promise.all([
-          tx.execute(sql`
-            select k.request_hash, k.response_status, k.response_body,
-                   case when k.key is null then pg_try_advisory_xact_lock(hashtextextended(${lockKey}, 0)) end as locked
-            from (select 1) as one
-            left join idempotency_keys k
-              on k.tenant_id = ${principal.tenantId} and k.key = ${key} and k.expires_at > now()`),
-          tx.execute(sql`savepoint idempotent_run`),
-        ])) as unknown as [[StoredRow], unknown];
-        if (found.request_hash !== null) return replay(found);
+        // A finished request's record replays at once; no record: the key's lock, tried in the same
+        // round trip (with the savepoint a domain error rolls back to).
+        const found = await lookUpKey(tx, principal.tenantId, key);
+        if (found.stored) return replay(found.stored);
         if (!found.locked) {
           throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
         }
@@ -118,25 +97,16 @@ export async function idempotent<T>(
           outcome = { status: result.status, body: JSON.stringify(result.body), result: result.body };
         } catch (error) {
           if (!(error instanceof AppError) || errorStatus[error.code] >= 500) throw error;
-          await tx.execute(sql`rollback to savepoint idempotent_run`);
+          await undoRun(tx);
           outcome = {
             status: errorStatus[error.code],
             body: JSON.stringify(errorBody(error.code, error.message, c.get('requestId'), error.extra)),
           };
         }
-        const expiresAt = sql`now() + make_interval(hours => ${KEEP_HOURS})`;
-        const stored = await tx
-          .insert(idempotencyKeys)
-          .values({ tenantId: principal.tenantId, key, requestHash, responseStatus: outcome.status, responseBody: outcome.body, expiresAt })
-          // An expired record of the same key is replaced; a live one means the first request
-          // committed (and let go of the lock) between the lookup's snapshot and the lock.
-          .onConflictDoUpdate({
-            target: [idempotencyKeys.tenantId, idempotencyKeys.key],
-            set: { requestHash, responseStatus: outcome.status, responseBody: outcome.body, createdAt: sql`now()`, expiresAt },
-            setWhere: sql`${idempotencyKeys.expiresAt} <= now()`,
-          })
-          .returning({ key: idempotencyKeys.key });
-        if (stored.length === 0) throw new RecordedMeanwhile();
+        // Not stored: the first request committed its record meanwhile.
+        if (!(await storeResponse(tx, principal.tenantId, key, { requestHash, status: outcome.status, body: outcome.body }))) {
+          throw new RecordedMeanwhile();
+        }
         return { ...outcome, replayed: false };
       },
       undefined,
@@ -145,11 +115,7 @@ export async function idempotent<T>(
   } catch (error) {
     if (!(error instanceof RecordedMeanwhile)) throw error;
     // Rare: this run was rolled back with its transaction; the first request's record answers.
-    const [stored] = await withTenant(db, principal.tenantId, (tx) =>
-      tx.execute(sql`
-        select request_hash, response_status, response_body from idempotency_keys
-        where tenant_id = ${principal.tenantId} and key = ${key} and expires_at > now()`),
-    ) as unknown as StoredRow[];
+    const stored = await readStoredResponse(db, principal.tenantId, key);
     if (!stored) throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
     return replay(stored);
   }

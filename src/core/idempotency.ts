@@ -1,0 +1,86 @@
+import { sql } from 'drizzle-orm';
+import type { Db, Tx } from '../db/client.ts';
+import { withTenant } from '../db/client.ts';
+import { idempotencyKeys } from '../db/schema.ts';
+
+/**
+ * The records behind `Idempotency-Key` (DESIGN §7): a stored response per tenant and key, kept
+ * 24 h, and the transaction-scoped lock a running request holds. src/http/idempotency.ts decides
+ * when each statement runs; this module only says how.
+ */
+export const KEEP_HOURS = 24;
+
+/** A stored response, as read with raw SQL. */
+export interface StoredResponse {
+  requestHash: string;
+  status: number;
+  body: string;
+}
+
+/** A stored record as read with raw SQL (NULLs when there is none). */
+interface StoredRow {
+  request_hash: string | null;
+  response_status: number | null;
+  response_body: string | null;
+  locked?: boolean | null;
+}
+
+const storedOf = (row: StoredRow | undefined): StoredResponse | undefined =>
+  row && row.request_hash !== null ? { requestHash: row.request_hash, status: row.response_status!, body: row.response_body! } : undefined;
+
+/**
+ * The key's live record, or, when there is none, whether its lock was taken; the savepoint a
+ * domain error rolls back to is set too. The stored response is looked up before any lock, so
+ * parallel retries of a finished request all replay it instead of locking each other out (issue
+ * 10, defect 7). Only when there is no record is the key's lock tried, in the same statement: a
+ * replay costs this one round trip. The savepoint is sent with it (pipelined, same round trip).
+ */
+export async function lookUpKey(tx: Tx, tenantId: string, key: string): Promise<{ stored: StoredResponse } | { stored?: undefined; locked: boolean }> {
+  const lockKey = `idempotency\n${tenantId}\n${key}`;
+  const [[found]] = (await Promise.all([
+    tx.execute(sql`
+      select k.request_hash, k.response_status, k.response_body,
+             case when k.key is null then pg_try_advisory_xact_lock(hashtextextended(${lockKey}, 0)) end as locked
+      from (select 1) as one
+      left join idempotency_keys k
+        on k.tenant_id = ${tenantId} and k.key = ${key} and k.expires_at > now()`),
+    tx.execute(sql`savepoint idempotent_run`),
+  ])) as unknown as [[StoredRow], unknown];
+  const stored = storedOf(found);
+  return stored ? { stored } : { locked: Boolean(found.locked) };
+}
+
+/** Undoes the run's writes (to the savepoint `lookUpKey` set); the transaction goes on. */
+export async function undoRun(tx: Tx): Promise<void> {
+  await tx.execute(sql`rollback to savepoint idempotent_run`);
+}
+
+/**
+ * Stores the response, replacing an expired record of the same key. False when a live one is
+ * there: the first request committed (and let go of the lock) between the lookup's snapshot and
+ * the lock.
+ */
+export async function storeResponse(tx: Tx, tenantId: string, key: string, response: StoredResponse): Promise<boolean> {
+  const { requestHash, status, body } = response;
+  const expiresAt = sql`now() + make_interval(hours => ${KEEP_HOURS})`;
+  const stored = await tx
+    .insert(idempotencyKeys)
+    .values({ tenantId, key, requestHash, responseStatus: status, responseBody: body, expiresAt })
+    .onConflictDoUpdate({
+      target: [idempotencyKeys.tenantId, idempotencyKeys.key],
+      set: { requestHash, responseStatus: status, responseBody: body, createdAt: sql`now()`, expiresAt },
+      setWhere: sql`${idempotencyKeys.expiresAt} <= now()`,
+    })
+    .returning({ key: idempotencyKeys.key });
+  return stored.length > 0;
+}
+
+/** The key's live record, read in a transaction of its own. */
+export async function readStoredResponse(db: Db, tenantId: string, key: string): Promise<StoredResponse | undefined> {
+  const [row] = (await withTenant(db, tenantId, (tx) =>
+    tx.execute(sql`
+      select request_hash, response_status, response_body from idempotency_keys
+      where tenant_id = ${tenantId} and key = ${key} and expires_at > now()`),
+  )) as unknown as StoredRow[];
+  return storedOf(row);
+}
