@@ -26,9 +26,8 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
-import { migrate } from '../src/db/migrate.ts';
-import { withDatabase } from '../src/db/url.ts';
 import { uuidv7 } from '../src/core/ids.ts';
+import { withScratchDatabase } from './scratch-database.ts';
 
 export type WriteMode = 'single' | 'single-keyed' | 'batch';
 
@@ -144,20 +143,12 @@ async function rawBatch(sql: Sql, tenantId: string, bodies: ReturnType<typeof fa
 export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
   const { log, seconds = 4, repeats = 2, batchSize = 1000 } = options;
   const modes = options.modes ?? ['single', 'single-keyed', 'batch'];
-  const serverUrl = process.env.DATABASE_ADMIN_URL ?? process.env.DATABASE_URL;
-  if (!serverUrl) throw new Error('the writes bench needs DATABASE_ADMIN_URL or DATABASE_URL: a role that may create databases and roles');
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const name = `mnemo_bench_${runId}_writes`;
-  const appRole = { user: `mnemo_bench_${runId}`, password: randomBytes(12).toString('hex') };
-  const server = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  await server.unsafe(`create database "${name}"`);
-  let appGroup: string | undefined;
+  return withScratchDatabase('writes', async ({ appUrl }) => {
   let raw: Sql | undefined;
   let api: ChildProcess | undefined;
   try {
-    const appUrl = withDatabase(serverUrl, name, appRole);
-    ({ appGroup } = await migrate({ adminUrl: withDatabase(serverUrl, name), appUrl }));
     raw = postgres(appUrl, { max: 40, onnotice: () => {} });
 
     const port = await freePort();
@@ -263,8 +254,6 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
       await new Promise((resolve) => api!.once('exit', resolve));
     }
     await raw?.end({ timeout: 5 }).catch(() => {});
-    await server.unsafe(`drop database if exists "${name}" with (force)`);
-    for (const role of [appGroup, appRole.user]) if (role) await server.unsafe(`drop role if exists "${role}"`);
-    await server.end({ timeout: 5 });
   }
+  });
 }
