@@ -8,11 +8,12 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/process.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'mnemo-embedded-'));
@@ -26,19 +27,8 @@ const userEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
   HOME: home,
   MNEMO_ENV_FILE: '',
   MNEMO_DATA_DIR: dataDir,
-  // Retention and reconcile passes more often than the defaults, so jobs are seen to run.
   ...extra,
 });
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 
 interface Started {
   child: ChildProcess;
@@ -62,7 +52,7 @@ async function start(port: number): Promise<Started> {
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false);
     if (ready) return { child, output: () => out, exited };
     if (Date.now() > deadline) throw new Error(`npm start did not get ready within 60 s: ${out}`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
 }
 
@@ -148,7 +138,7 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
     expect(requested.status).toBe(202);
     let background = requested.body;
     for (let i = 0; i < 100 && background.status !== 'completed' && background.status !== 'failed'; i++) {
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       background = (await call('GET', `/v1/memory/reports/${requested.body.id}`)).body;
     }
     expect(background).toMatchObject({ status: 'completed', progress: { done: 1, total: 1 }, result: { episodic_count: 1, unmerged_count: 0 } });
@@ -161,7 +151,7 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
     expect(erasure.status).toBe(202);
     let status = erasure.body.status;
     for (let i = 0; i < 100 && status !== 'completed' && status !== 'failed'; i++) {
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       status = (await call('GET', `/v1/memory/erasures/${erasure.body.id}`)).body.status;
     }
     expect(status).toBe('completed');
@@ -222,7 +212,7 @@ describe('KINDGI_MEMORY_EMBEDDINGS=local: search by meaning with the built-in mo
     exited = new Promise((resolve) => child!.on('exit', (code) => resolve(code)));
     for (let i = 0; i < 300 && !(await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)); i++) {
       if (child.exitCode !== null) throw new Error(out);
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     expect(out).toContain('Memory search: keyword and by meaning (built-in use-lite-512, in this process)');
     const auth = {
@@ -240,7 +230,7 @@ describe('KINDGI_MEMORY_EMBEDDINGS=local: search by meaning with the built-in mo
       const response = await fetch(`http://127.0.0.1:${port}/v1/memory/retrieve`, { method: 'POST', headers: auth, body: JSON.stringify({ mode: 'semantic', query: 'a sleepy pet', limit: 3 }) });
       found = (await response.json()) as typeof found;
       if (!found!.journal.degraded && found!.results.length === 3) break;
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     expect(found!.journal.degraded).toBeUndefined();
     expect(found!.results.slice(0, 2).map((r) => r.fact.content.text).sort()).toEqual([texts[0], texts[2]].sort());
