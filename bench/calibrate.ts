@@ -20,7 +20,7 @@ import { withDatabase } from '../src/db/url.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { ensureConfiguredModel } from '../src/memory/embeddings.ts';
+import { ensureConfiguredModel } from '../src/memory/fact-vectors.ts';
 import { RRF_K } from '../src/memory/retrieve.ts';
 import { embedAll, embedderFor, fusedNdcg, fusionLists, indexCollection, IR_ROOT, loadCollection, singleListNdcg } from './ir.ts';
 

@@ -22,8 +22,8 @@ import { LOCAL_MODEL } from '../src/embeddings/local-model.ts';
 import { semanticWeightOf } from '../src/embeddings/registry.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { ensureConfiguredModel } from '../src/memory/embeddings.ts';
-import { FUSION_DEPTH, type QueryEmbedder, RRF_K, type RetrievalContext } from '../src/memory/retrieve.ts';
+import { ensureConfiguredModel } from '../src/memory/fact-vectors.ts';
+import { FUSION_DEPTH, type QueryEmbedder, RRF_K, type RetrievalCaller } from '../src/memory/retrieve.ts';
 import { withDatabase } from '../src/db/url.ts';
 import { EXACT_SCAN_LIMIT } from '../src/memory/semantic.ts';
 import {
@@ -175,7 +175,7 @@ async function runQuality(collections: readonly string[]): Promise<string> {
 }
 
 async function benchCollection(
-  db: RetrievalContext['db'],
+  db: RetrievalCaller['db'],
   provider: EmbeddingProvider,
   collection: ReturnType<typeof loadCollection>,
   analyze: () => Promise<void>,
@@ -208,7 +208,7 @@ async function benchCollection(
   if (embedded !== collection.docs.length) throw new Error(`${name}: embedded ${embedded} of ${collection.docs.length} facts`);
   await analyze();
 
-  const ctx: RetrievalContext & { embedder: QueryEmbedder } = { db, principal, embedder: embedderFor(provider) };
+  const ctx: RetrievalCaller & { embedder: QueryEmbedder } = { db, principal, embedder: embedderFor(provider) };
   const ndcg = {} as Record<SearchMode, number>;
   for (const mode of SEARCH_MODES) {
     ndcg[mode] = await meanNdcg10(collection, docOf, retrieveRanker(ctx, mode));

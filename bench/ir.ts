@@ -10,10 +10,10 @@ import type { Principal } from '../src/auth/permissions.ts';
 import { type Db, withTenant } from '../src/db/client.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { live } from '../src/memory/conditions.ts';
-import { embedPending, type ModelInfo } from '../src/memory/embeddings.ts';
+import { embedPending, type ModelInfo } from '../src/memory/fact-vectors.ts';
 import { writeFact } from '../src/memory/facts.ts';
 import { keywordSearch, type RankedId } from '../src/memory/keyword.ts';
-import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalContext, retrieve } from '../src/memory/retrieve.ts';
+import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieve.ts';
 import { semanticSearch } from '../src/memory/semantic.ts';
 
 /**
@@ -152,7 +152,7 @@ export const SEARCH_MODES: readonly SearchMode[] = ['keyword', 'semantic', 'both
  * search degraded (no embeddings, model pending, endpoint down): a silent fallback to keyword
  * would report keyword figures as semantic or fused ones.
  */
-export function retrieveRanker(ctx: RetrievalContext, mode: SearchMode): RankFn {
+export function retrieveRanker(ctx: RetrievalCaller, mode: SearchMode): RankFn {
   return async (query, depth) => {
     const { results, journal } = await retrieve(ctx, { mode, query, limit: depth });
     if (journal.degraded) throw new Error(`retrieve(${mode}) degraded: ${journal.degraded}`);
@@ -185,7 +185,7 @@ export type FusionLists = Map<string, { keyword: RankedId[]; semantic: RankedId[
 
 /** The keyword and semantic lists of every judged query, each `depth` deep (computed once, fused many ways). */
 export async function fusionLists(
-  ctx: RetrievalContext & { embedder: QueryEmbedder },
+  ctx: RetrievalCaller & { embedder: QueryEmbedder },
   model: ModelInfo,
   collection: Collection,
   depth = FUSION_DEPTH,
@@ -240,7 +240,7 @@ export function singleListNdcg(
  * semantic weight. For comparing fusion settings.
  */
 export async function fusionSweep(
-  ctx: RetrievalContext & { embedder: QueryEmbedder },
+  ctx: RetrievalCaller & { embedder: QueryEmbedder },
   model: ModelInfo,
   collection: Collection,
   docOf: ReadonlyMap<string, string>,

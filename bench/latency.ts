@@ -10,8 +10,8 @@ import { sql } from 'drizzle-orm';
 import { live } from '../src/memory/conditions.ts';
 import { withTenant } from '../src/db/client.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import type { ModelInfo } from '../src/memory/embeddings.ts';
-import { retrieve, type RetrievalContext } from '../src/memory/retrieve.ts';
+import type { ModelInfo } from '../src/memory/fact-vectors.ts';
+import { retrieve, type RetrievalCaller } from '../src/memory/retrieve.ts';
 import { type SemanticPlan, semanticSearch } from '../src/memory/semantic.ts';
 import { percentile, type SearchMode, SEARCH_MODES } from './ir.ts';
 
@@ -45,7 +45,7 @@ export interface RetrievalLatencies {
 }
 
 export async function measureRetrievalLatency(
-  ctx: RetrievalContext,
+  ctx: RetrievalCaller,
   provider: EmbeddingProvider,
   model: ModelInfo,
   queries: readonly string[],

@@ -15,7 +15,7 @@
  * naming a role that may create databases and roles. Standalone:
  * `node --import tsx bench/report-scale.ts [episodes]`.
  */
-import { coverageReport } from '../src/episodes/report.ts';
+import { coverageReport } from '../src/episodes/coverage-report.ts';
 import type { Principal } from '../src/auth/permissions.ts';
 import { connect, type Database, withTenant } from '../src/db/client.ts';
 import { sql } from 'drizzle-orm';

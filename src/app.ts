@@ -7,7 +7,7 @@ import type { Db } from './db/client.ts';
 import { databaseUnavailable } from './db/errors.ts';
 import { AppError } from './errors.ts';
 import { authenticate } from './http/auth.ts';
-import type { AppEnv } from './http/context.ts';
+import type { AppEnv } from './http/app-env.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
 import { episodeRoutes } from './http/episodes.ts';
 import { erasureRoutes } from './http/erasures.ts';

@@ -1,5 +1,5 @@
 import type { Db } from '../src/db/client.ts';
-import { failReport, nightlyReportId, runReport } from '../src/episodes/reports.ts';
+import { failReport, nightlyReportId, runReport } from '../src/episodes/stored-reports.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
 
 type ReportPayload = { tenantId: string; reportId: string } | { tenantId: string; nightly: true };

@@ -14,7 +14,7 @@ import { createEmbeddingProviders } from '../embeddings/registry.ts';
 import { reembedJobId, scheduleBackfill } from '../jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, reembedQueue } from '../jobs/queues.ts';
 import { createRedis } from '../jobs/redis.ts';
-import { type Coverage, ensureConfiguredModel, totalCoverage } from '../memory/embeddings.ts';
+import { type Coverage, ensureConfiguredModel, totalCoverage } from '../memory/fact-vectors.ts';
 
 const POLL_MS = 1000;
 /** How long to wait for Redis to answer before giving up. */

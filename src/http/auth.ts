@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Principal } from '../auth/permissions.ts';
 import { TokenKeysUnavailable, type TokenVerifier } from '../auth/verify.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 
 /** Verifies the bearer token and puts the principal in the context; 401 otherwise. */
 export const authenticate =

@@ -1,8 +1,8 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
-import { coverageReport, type ReportParams } from '../episodes/report.ts';
-import { deleteSchedule, getReport, getSchedule, listReports, putSchedule, requestReport } from '../episodes/reports.ts';
+import { coverageReport, type ReportParams } from '../episodes/coverage-report.ts';
+import { deleteSchedule, getReport, getSchedule, listReports, putSchedule, requestReport } from '../episodes/stored-reports.ts';
 import {
   CoverageReportSchema,
   KiwiReportQuerySchema,
@@ -19,7 +19,7 @@ import {
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { ScopeFilter } from '../memory/conditions.ts';
 import { principalOf } from './auth.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -120,10 +120,10 @@ const scopeOf = (keys: ScopeFilter): ScopeFilter | undefined => {
 };
 
 export function episodeRoutes({ db, dispatch }: EpisodeRouteDeps) {
-  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+  const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   // `limit` is always a key of the parsed query, undefined when not given: a default spread under
   // it would be overwritten, and the lists would come back whole.
-  const report = (c: Context<AppEnv>, params: ReportParams) => coverageReport(ctx(c), { ...params, limit: params.limit ?? REPORT_LIST_DEFAULT });
+  const report = (c: Context<AppEnv>, params: ReportParams) => coverageReport(callerOf(c), { ...params, limit: params.limit ?? REPORT_LIST_DEFAULT });
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(reportRoute, async (c) => {
@@ -135,22 +135,22 @@ export function episodeRoutes({ db, dispatch }: EpisodeRouteDeps) {
       return c.json(await report(c, { episodesPrefix, limit, offset, scope: scopeOf(scope) }), 200);
     })
     .openapi(requestReportRoute, async (c) => {
-      const { report: queued, outbox } = await requestReport(ctx(c), c.req.valid('json') ?? {});
+      const { report: queued, outbox } = await requestReport(callerOf(c), c.req.valid('json') ?? {});
       await dispatch.outbox([outbox], 'queue the report');
       return c.json({ id: queued.id, status: queued.status }, 202);
     })
-    .openapi(getScheduleRoute, async (c) => c.json(await getSchedule(ctx(c)), 200))
+    .openapi(getScheduleRoute, async (c) => c.json(await getSchedule(callerOf(c)), 200))
     .openapi(putScheduleRoute, async (c) => {
-      const schedule = await putSchedule(ctx(c), c.req.valid('json') ?? {});
+      const schedule = await putSchedule(callerOf(c), c.req.valid('json') ?? {});
       await dispatch.nightlyScheduler(principalOf(c).tenantId, schedule);
       return c.json(schedule, 200);
     })
     .openapi(deleteScheduleRoute, async (c) => {
-      await deleteSchedule(ctx(c));
+      await deleteSchedule(callerOf(c));
       // If Redis misses this, the orphaned scheduler's next run finds no schedule and does nothing.
       await dispatch.nightlyScheduler(principalOf(c).tenantId, undefined);
       return c.body(null, 204);
     })
-    .openapi(getReportRoute, async (c) => c.json(await getReport(ctx(c), c.req.valid('param').id), 200))
-    .openapi(listReportsRoute, async (c) => c.json(await listReports(ctx(c), c.req.valid('query')), 200));
+    .openapi(getReportRoute, async (c) => c.json(await getReport(callerOf(c), c.req.valid('param').id), 200))
+    .openapi(listReportsRoute, async (c) => c.json(await listReports(callerOf(c), c.req.valid('query')), 200));
 }

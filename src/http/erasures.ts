@@ -11,7 +11,7 @@ import {
   ErasureSchema,
 } from '../lifecycle/schemas.ts';
 import { principalOf } from './auth.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -67,17 +67,17 @@ export interface ErasureRouteDeps {
 }
 
 export function erasureRoutes({ db, dispatch, erasureKey }: ErasureRouteDeps) {
-  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+  const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(requestRoute, async (c) => {
-      const { erasure, outbox } = await requestErasure(ctx(c), erasureTargetOf(c.req.valid('json')), erasureKey);
+      const { erasure, outbox } = await requestErasure(callerOf(c), erasureTargetOf(c.req.valid('json')), erasureKey);
       await dispatch.outbox([outbox], 'queue the erasure');
       return c.json({ id: erasure.id, status: erasure.status }, 202);
     })
-    .openapi(listRoute, async (c) => c.json(await listErasures(ctx(c), c.req.valid('query')), 200))
-    .openapi(getRoute, async (c) => c.json(await getErasure(ctx(c), c.req.valid('param').id), 200))
+    .openapi(listRoute, async (c) => c.json(await listErasures(callerOf(c), c.req.valid('query')), 200))
+    .openapi(getRoute, async (c) => c.json(await getErasure(callerOf(c), c.req.valid('param').id), 200))
     .openapi(resumeRoute, async (c) => {
-      const { erasure, outbox } = await resumeErasure(ctx(c), c.req.valid('param').id);
+      const { erasure, outbox } = await resumeErasure(callerOf(c), c.req.valid('param').id);
       await dispatch.outbox([outbox], 'queue the erasure');
       return c.json({ id: erasure.id, status: erasure.status }, 202);
     });

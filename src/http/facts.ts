@@ -29,7 +29,7 @@ import {
   WrittenFactsSchema,
 } from '../memory/schemas.ts';
 import { principalOf } from './auth.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 import { idempotent, type Outcome } from './idempotency.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
@@ -168,7 +168,7 @@ export interface FactRouteDeps {
 }
 
 export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
-  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+  const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   /**
    * New content wants a vector: queued once the write has committed, one request for the tenant
    * however many facts it wrote (the job reads them from Postgres). A replay or a refused write
@@ -185,7 +185,7 @@ export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
       const provenance = provenanceFrom(c);
       const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
         status: 201,
-        body: await writeFact({ ...ctx(c), tx }, body, { provenance, erasureKey }),
+        body: await writeFact({ ...callerOf(c), tx }, body, { provenance, erasureKey }),
       }));
       await afterWrite(c, outcome);
       return send(c, outcome);
@@ -195,16 +195,16 @@ export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
       const provenance = provenanceFrom(c);
       const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
         status: 201,
-        body: { data: await writeFacts({ ...ctx(c), tx }, body.facts, { provenance, erasureKey }) },
+        body: { data: await writeFacts({ ...callerOf(c), tx }, body.facts, { provenance, erasureKey }) },
       }));
       // One request for the batch's vectors, not one per fact.
       await afterWrite(c, outcome);
       return send(c, outcome);
     })
-    .openapi(listRoute, async (c) => c.json(await listFacts(ctx(c), c.req.valid('query')), 200))
+    .openapi(listRoute, async (c) => c.json(await listFacts(callerOf(c), c.req.valid('query')), 200))
     .openapi(readRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await readFact(ctx(c), id, c.req.valid('query')), 200);
+      return c.json(await readFact(callerOf(c), id, c.req.valid('query')), 200);
     })
     .openapi(supersedeRoute, async (c) => {
       const { id } = c.req.valid('param');
@@ -212,7 +212,7 @@ export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
       const provenance = provenanceFrom(c);
       const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
         status: 200,
-        body: await supersedeFact({ ...ctx(c), tx }, id, body, { provenance, erasureKey }),
+        body: await supersedeFact({ ...callerOf(c), tx }, id, body, { provenance, erasureKey }),
       }));
       await afterWrite(c, outcome);
       return send(c, outcome);
@@ -222,16 +222,16 @@ export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
       const body = c.req.valid('json') ?? {};
       const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
         status: 200,
-        body: await verifyFact({ ...ctx(c), tx }, id, body),
+        body: await verifyFact({ ...callerOf(c), tx }, id, body),
       }));
       return send(c, outcome);
     })
     .openapi(deleteRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await deleteFact(ctx(c), id, c.req.valid('query')), 200);
+      return c.json(await deleteFact(callerOf(c), id, c.req.valid('query')), 200);
     })
     .openapi(revisionsRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await listRevisions(ctx(c), id), 200);
+      return c.json(await listRevisions(callerOf(c), id), 200);
     });
 }

@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 import { errorBody } from './errors.ts';
 
 export interface ReadinessProbe {

@@ -4,7 +4,7 @@ import type { Principal } from '../auth/permissions.ts';
 import { lookUpKey, readStoredResponse, type StoredResponse, storeResponse, undoRun } from '../core/idempotency.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
 import { AppError } from '../errors.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 import { errorBody, errorStatus } from './errors.ts';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;

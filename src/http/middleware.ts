@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { Logger } from '../log.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 
 const inboundRequestId = /^[A-Za-z0-9_-]{1,128}$/;
 

@@ -1,13 +1,13 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
-import { embeddingStatus } from '../memory/embeddings.ts';
+import { embeddingStatus } from '../memory/fact-vectors.ts';
 import { buildContext } from '../memory/prompt.ts';
 import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';
 import { redactUrl } from '../redact.ts';
 import { principalOf } from './auth.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -71,10 +71,10 @@ export interface RetrievalDeps {
 }
 
 export function retrievalRoutes({ db, embedder, configured }: RetrievalDeps) {
-  const ctx = (c: Context<AppEnv>) => ({ db, principal: principalOf(c), embedder });
+  const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c), embedder });
   const shown = configured ? { model: configured.model, endpoint: redactUrl(configured.endpoint) } : null;
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
-    .openapi(retrieveRoute, async (c) => c.json(await retrieve(ctx(c), c.req.valid('json')), 200))
-    .openapi(contextRoute, async (c) => c.json(await buildContext(ctx(c), c.req.valid('json')), 200))
-    .openapi(embeddingsRoute, async (c) => c.json({ configured: shown, models: await embeddingStatus(ctx(c)) }, 200));
+    .openapi(retrieveRoute, async (c) => c.json(await retrieve(callerOf(c), c.req.valid('json')), 200))
+    .openapi(contextRoute, async (c) => c.json(await buildContext(callerOf(c), c.req.valid('json')), 200))
+    .openapi(embeddingsRoute, async (c) => c.json({ configured: shown, models: await embeddingStatus(callerOf(c)) }, 200));
 }

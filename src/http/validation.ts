@@ -1,7 +1,7 @@
 import type { Hook } from '@hono/zod-openapi';
 import type { z } from 'zod';
 import { AppError } from '../errors.ts';
-import type { AppEnv } from './context.ts';
+import type { AppEnv } from './app-env.ts';
 
 export interface IssueDetail {
   path: string;

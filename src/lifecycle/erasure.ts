@@ -18,7 +18,7 @@ import { registerTenant } from '../db/tenants.ts';
 import { AppError } from '../errors.ts';
 import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
 import { erasureQueue } from '../jobs/queues.ts';
-import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { FactNotFound, LegalHold, PermissionDenied } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
@@ -88,14 +88,14 @@ function toStatus(row: ErasureRow): ErasureStatus {
  * after commit; the reconciler does if it cannot.
  */
 export async function requestErasure(
-  ctx: MemoryContext,
+  caller: Caller,
   target: ErasureTarget,
   key: string | undefined,
 ): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
-  assertAdmin(ctx.principal);
+  assertAdmin(caller.principal);
   if (!key) throw new ErasureUnavailable();
-  return inTenantTransaction(ctx, async (tx) => {
-    await registerTenant(tx, ctx.principal.tenantId);
+  return inTenantTransaction(caller, async (tx) => {
+    await registerTenant(tx, caller.principal.tenantId);
     if (target.kind === 'fact') {
       const [fact] = await tx.select({ id: facts.id, legalHold: facts.legalHold }).from(facts).where(eq(facts.id, target.id));
       if (!fact) throw new FactNotFound(target.id);
@@ -105,32 +105,32 @@ export async function requestErasure(
     const [row] = await tx
       .insert(erasures)
       .values({
-        tenantId: ctx.principal.tenantId,
+        tenantId: caller.principal.tenantId,
         id: uuidv7(),
         targetKind: target.kind === 'fact' ? 'fact' : target.kind === 'conversation' ? 'conversation' : 'subject',
         factId: target.kind === 'fact' ? target.id : null,
         subjectKind: target.kind === 'participant' || target.kind === 'external' ? target.kind : null,
         targetHash: target.kind === 'fact' ? null : targetHash(key, target.kind, target.id),
-        requestedBy: ctx.principal.sub,
+        requestedBy: caller.principal.sub,
       })
       .returning();
-    const outbox = await recordOutbox(tx, ctx.principal.tenantId, erasureQueue.name, { tenantId: ctx.principal.tenantId, erasureId: row!.id, target });
+    const outbox = await recordOutbox(tx, caller.principal.tenantId, erasureQueue.name, { tenantId: caller.principal.tenantId, erasureId: row!.id, target });
     return { erasure: toStatus(row!), outbox };
   });
 }
 
-export async function getErasure(ctx: MemoryContext, id: string): Promise<ErasureStatus> {
-  assertAdmin(ctx.principal);
-  const [row] = await inTenantTransaction(ctx, (tx) => tx.select().from(erasures).where(eq(erasures.id, id)));
+export async function getErasure(caller: Caller, id: string): Promise<ErasureStatus> {
+  assertAdmin(caller.principal);
+  const [row] = await inTenantTransaction(caller, (tx) => tx.select().from(erasures).where(eq(erasures.id, id)));
   if (!row) throw new ErasureNotFound();
   return toStatus(row);
 }
 
-export async function listErasures(ctx: MemoryContext, query: { limit?: number | undefined; cursor?: string | undefined }) {
-  assertAdmin(ctx.principal);
+export async function listErasures(caller: Caller, query: { limit?: number | undefined; cursor?: string | undefined }) {
+  assertAdmin(caller.principal);
   const limit = query.limit ?? 25;
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-  const rows = await inTenantTransaction(ctx, (tx) =>
+  const rows = await inTenantTransaction(caller, (tx) =>
     tx
       .select()
       .from(erasures)
@@ -147,9 +147,9 @@ export async function listErasures(ctx: MemoryContext, query: { limit?: number |
  * Sets a failed erasure going again: a new outbox row from the one that still holds the target,
  * for the caller to hand to BullMQ. Only a failed erasure can be resumed.
  */
-export async function resumeErasure(ctx: MemoryContext, id: string): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
-  assertAdmin(ctx.principal);
-  return inTenantTransaction(ctx, async (tx) => {
+export async function resumeErasure(caller: Caller, id: string): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
+  assertAdmin(caller.principal);
+  return inTenantTransaction(caller, async (tx) => {
     const [row] = await tx.select().from(erasures).where(eq(erasures.id, id)).for('update');
     if (!row) throw new ErasureNotFound();
     if (row.status !== 'failed') throw new AppError('bad-input', `Only a failed erasure can be resumed; this one is ${row.status}`);
@@ -165,7 +165,7 @@ export async function resumeErasure(ctx: MemoryContext, id: string): Promise<{ e
       .where(and(eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${id}`, sql`${outbox.payload} ? 'target'`))
       .returning({ payload: outbox.payload });
     if (!previous) throw new AppError('internal', `erasure ${id} has no outbox row holding its target`);
-    const pending = await recordOutbox(tx, ctx.principal.tenantId, erasureQueue.name, previous.payload);
+    const pending = await recordOutbox(tx, caller.principal.tenantId, erasureQueue.name, previous.payload);
     return { erasure: toStatus(updated!), outbox: pending };
   });
 }

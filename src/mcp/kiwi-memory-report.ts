@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { CoverageReport } from '../kiwifs/coverage.ts';
-import { coverageReport } from '../episodes/report.ts';
+import { coverageReport } from '../episodes/coverage-report.ts';
 import { CoverageReportSchema, REPORT_LIST_DEFAULT, REPORT_LIST_MAX } from '../episodes/schemas.ts';
 import { textSchema } from '../db/storable.ts';
 import { runTool, type ToolRegistration } from './tool.ts';

@@ -21,7 +21,7 @@ import type { TokenVerifier } from '../auth/verify.ts';
 import type { Db } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import { authenticate, principalOf } from '../http/auth.ts';
-import type { AppEnv } from '../http/context.ts';
+import type { AppEnv } from '../http/app-env.ts';
 import { errorBody, respondWithError } from '../http/errors.ts';
 import { openApiInfo } from '../http/openapi.ts';
 import type { Logger } from '../log.ts';

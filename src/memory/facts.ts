@@ -13,10 +13,10 @@ import { live, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../kiwifs/coverage.ts';
 import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
-import { carryEmbeddings } from './embeddings.ts';
+import { carryEmbeddings } from './fact-vectors.ts';
 import { AppError } from '../errors.ts';
 import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
-import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { uuidv7 } from '../core/ids.ts';
 import {
   type Fact,
@@ -294,13 +294,13 @@ async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly Wri
   });
 }
 
-export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options: WriteOptions = {}): Promise<Fact> {
-  assertWritableNew(ctx.principal, body);
+export async function writeFact(caller: Caller, body: WriteFactBody, options: WriteOptions = {}): Promise<Fact> {
+  assertWritableNew(caller.principal, body);
   return inTenantTransaction(
-    ctx,
+    caller,
     async (tx) => {
       await assertNoErasureInProgress(tx, options.erasureKey, [{ ...body.scope, subjects: body.subjects }]);
-      const [fact] = await insertNewFacts(tx, ctx.principal, [body], options);
+      const [fact] = await insertNewFacts(tx, caller.principal, [body], options);
       return fact!;
     },
     undefined,
@@ -313,23 +313,23 @@ export async function writeFact(ctx: MemoryContext, body: WriteFactBody, options
  * docs/decisions.md): every item is checked first, and the first refused item refuses the batch
  * with an error naming it (`facts.N`), so a client fixes it and retries the batch as it was.
  */
-export async function writeFacts(ctx: MemoryContext, bodies: readonly WriteFactBody[], options: WriteOptions = {}): Promise<Fact[]> {
+export async function writeFacts(caller: Caller, bodies: readonly WriteFactBody[], options: WriteOptions = {}): Promise<Fact[]> {
   bodies.forEach((body, index) => {
     try {
-      assertWritableNew(ctx.principal, body);
+      assertWritableNew(caller.principal, body);
     } catch (error) {
       throw itemError(error, index);
     }
   });
   return inTenantTransaction(
-    ctx,
+    caller,
     async (tx) => {
       await assertNoErasureInProgress(
         tx,
         options.erasureKey,
         bodies.map((body) => ({ ...body.scope, subjects: body.subjects })),
       );
-      return insertNewFacts(tx, ctx.principal, bodies, options);
+      return insertNewFacts(tx, caller.principal, bodies, options);
     },
     undefined,
     { prepared: true },
@@ -355,9 +355,9 @@ export interface ReadOptions {
   asOf?: string | undefined;
 }
 
-export async function readFact(ctx: MemoryContext, id: string, options: ReadOptions = {}): Promise<Fact> {
-  return inTenantTransaction(ctx, async (tx) => {
-    const [current] = await tx.select({ version: facts.version }).from(facts).where(visibleLive(ctx.principal, id));
+export async function readFact(caller: Caller, id: string, options: ReadOptions = {}): Promise<Fact> {
+  return inTenantTransaction(caller, async (tx) => {
+    const [current] = await tx.select({ version: facts.version }).from(facts).where(visibleLive(caller.principal, id));
     if (!current) throw new FactNotFound(id);
 
     const at =
@@ -382,11 +382,11 @@ export async function readFact(ctx: MemoryContext, id: string, options: ReadOpti
   });
 }
 
-export async function listFacts(ctx: MemoryContext, query: ListQuery): Promise<FactList> {
+export async function listFacts(caller: Caller, query: ListQuery): Promise<FactList> {
   const limit = query.limit ?? LIST_LIMIT_DEFAULT;
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-  return inTenantTransaction(ctx, async (tx) => {
-    const rows = query.asOf === undefined ? await listCurrent(tx, ctx.principal, query, after, limit + 1) : await listAsOf(tx, ctx.principal, query, after, limit + 1);
+  return inTenantTransaction(caller, async (tx) => {
+    const rows = query.asOf === undefined ? await listCurrent(tx, caller.principal, query, after, limit + 1) : await listAsOf(tx, caller.principal, query, after, limit + 1);
     const page = rows.slice(0, limit);
     const hasMore = rows.length > limit;
     return { data: page, hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
@@ -477,9 +477,9 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
   return rows.map(({ at_time: { embeddingModel, ...row } }) => toFact(row.factId, row, embeddingModel));
 }
 
-export async function supersedeFact(ctx: MemoryContext, id: string, body: SupersedeBody, options: WriteOptions = {}): Promise<Fact> {
-  const { principal } = ctx;
-  return inTenantTransaction(ctx, async (tx) => {
+export async function supersedeFact(caller: Caller, id: string, body: SupersedeBody, options: WriteOptions = {}): Promise<Fact> {
+  const { principal } = caller;
+  return inTenantTransaction(caller, async (tx) => {
     const current = await lockVisible(tx, principal, id);
     assertWritable(principal, current);
     assertExpectedVersion(current, body.expectVersion);
@@ -539,9 +539,9 @@ export async function supersedeFact(ctx: MemoryContext, id: string, body: Supers
   });
 }
 
-export async function verifyFact(ctx: MemoryContext, id: string, body: VerifyBody): Promise<Fact> {
-  const { principal } = ctx;
-  return inTenantTransaction(ctx, async (tx) => {
+export async function verifyFact(caller: Caller, id: string, body: VerifyBody): Promise<Fact> {
+  const { principal } = caller;
+  return inTenantTransaction(caller, async (tx) => {
     const current = await lockVisible(tx, principal, id);
     assertWritable(principal, current);
     if (principal.role === 'service') {
@@ -558,9 +558,9 @@ export interface DeleteOptions {
 }
 
 /** Writes the tombstone revision; the retention sweep purges the content of every revision later. */
-export async function deleteFact(ctx: MemoryContext, id: string, options: DeleteOptions = {}): Promise<Fact> {
-  const { principal } = ctx;
-  return inTenantTransaction(ctx, async (tx) => {
+export async function deleteFact(caller: Caller, id: string, options: DeleteOptions = {}): Promise<Fact> {
+  const { principal } = caller;
+  return inTenantTransaction(caller, async (tx) => {
     const current = await lockVisible(tx, principal, id);
     assertWritable(principal, current);
     if (current.legalHold) throw new LegalHold(id);
@@ -579,9 +579,9 @@ export async function expireFact(tx: Tx, current: FactRow): Promise<Fact> {
   return writeRevision(tx, current, { invalidatedAt: now, invalidationReason: 'expired', recordedAt: now });
 }
 
-export async function listRevisions(ctx: MemoryContext, id: string): Promise<{ data: Fact[] }> {
-  return inTenantTransaction(ctx, async (tx) => {
-    const [current] = await tx.select({ id: facts.id }).from(facts).where(visibleLive(ctx.principal, id));
+export async function listRevisions(caller: Caller, id: string): Promise<{ data: Fact[] }> {
+  return inTenantTransaction(caller, async (tx) => {
+    const [current] = await tx.select({ id: facts.id }).from(facts).where(visibleLive(caller.principal, id));
     if (!current) throw new FactNotFound(id);
     const rows = await tx
       .select({ row: factRevisions, embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version) })

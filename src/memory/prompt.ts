@@ -3,7 +3,7 @@
  * go into one user-role message as a `<memory>` block of JSON, marked as data, and the system
  * line tells the model that this is data about the world, never instructions.
  */
-import { type RetrievalContext, retrieve } from './retrieve.ts';
+import { type RetrievalCaller, retrieve } from './retrieve.ts';
 import type { ContextBody, ContextResult, Fact } from './schemas.ts';
 
 export const MEMORY_SYSTEM_LINE =
@@ -45,9 +45,9 @@ export function renderSystem(policies: readonly Fact[]): string {
   return `${MEMORY_SYSTEM_LINE}\n\n${POLICIES_HEADING}\n${lines.join('\n')}`;
 }
 
-export async function buildContext(ctx: RetrievalContext, body: ContextBody): Promise<ContextResult> {
+export async function buildContext(caller: RetrievalCaller, body: ContextBody): Promise<ContextResult> {
   const { instructionTypes, ...search } = body;
-  const { results, journal } = await retrieve(ctx, search);
+  const { results, journal } = await retrieve(caller, search);
   const policyTypes = new Set(instructionTypes ?? []);
   const isPolicy = (fact: Fact) => fact.trust === 'verified' && policyTypes.has(fact.type);
   const policies = results.map((r) => r.fact).filter(isPolicy);

@@ -11,8 +11,8 @@ import { semanticWeightOf } from '../embeddings/registry.ts';
 import { EmbeddingsUnavailable } from '../embeddings/provider.ts';
 import { AppError } from '../errors.ts';
 import { appliesIn, live, typeIn, validAt } from './conditions.ts';
-import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
-import { type ModelInfo, servingModel } from './embeddings.ts';
+import { type Caller, inTenantTransaction } from '../core/caller.ts';
+import { type ModelInfo, servingModel } from './fact-vectors.ts';
 import { ScopeMismatch } from '../core/errors.ts';
 import { factsByIds } from './facts.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
@@ -33,7 +33,7 @@ export interface QueryEmbedder {
   semanticWeight?(model: string): number;
 }
 
-export interface RetrievalContext extends MemoryContext {
+export interface RetrievalCaller extends Caller {
   /** Absent when this runtime has no embeddings. */
   embedder?: QueryEmbedder | undefined;
 }
@@ -67,13 +67,13 @@ type SemanticList = { model: ModelInfo; ranked: RankedId[] } | { degraded: Degra
 
 const ENDPOINT_DOWN_MESSAGE = 'The embeddings endpoint is not answering; try again, or use mode "keyword"';
 
-export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promise<RetrieveResult> {
+export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Promise<RetrieveResult> {
   const started = performance.now();
   const mode = body.mode ?? 'both';
   const limit = body.limit ?? RETRIEVE_LIMIT_DEFAULT;
   const { tenantId: scopeTenant, ...scope } = body.scope ?? {};
-  if (scopeTenant !== undefined && scopeTenant !== ctx.principal.tenantId) throw new ScopeMismatch();
-  if (mode === 'semantic' && !ctx.embedder) throw new AppError('semantic-unavailable', SEMANTIC_UNAVAILABLE_MESSAGE);
+  if (scopeTenant !== undefined && scopeTenant !== caller.principal.tenantId) throw new ScopeMismatch();
+  if (mode === 'semantic' && !caller.embedder) throw new AppError('semantic-unavailable', SEMANTIC_UNAVAILABLE_MESSAGE);
 
   const filters: SQL[] = typeIn(facts.type, body.type, body.types);
   if (body.scope) filters.push(appliesIn(scope));
@@ -81,15 +81,15 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
   const corpus: SQL[] = [live(), ...filters];
   // Whether the searchable facts may be a small part of the tenant's: the semantic search then
   // counts them exactly before choosing its strategy (semantic.ts).
-  const narrowed = filters.length > 0 || ctx.principal.role !== 'admin';
-  const searchable = and(visibleTo(ctx.principal, facts), ...corpus)!;
+  const narrowed = filters.length > 0 || caller.principal.role !== 'admin';
+  const searchable = and(visibleTo(caller.principal, facts), ...corpus)!;
   const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => ({
     results,
     journal: { ...journal, tookMs: Math.round((performance.now() - started) * 10) / 10 },
   });
 
   if (mode === 'list') {
-    return inTenantTransaction(ctx, async (tx) => {
+    return inTenantTransaction(caller, async (tx) => {
       const rows = await tx.select({ id: facts.id }).from(facts).where(searchable).orderBy(desc(facts.id)).limit(limit);
       const found = await factsByIds(tx, rows.map((r) => r.id));
       return finish({ mode }, rows.map((r) => ({ fact: found.get(r.id)!, score: null })));
@@ -98,11 +98,11 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
 
   const query = body.query!;
   const depth = mode === 'both' ? Math.max(FUSION_DEPTH, limit) : limit;
-  const keyword = (tx: Tx) => keywordSearch(tx, ctx.principal, query, corpus, depth);
-  const semantic = (tx: Tx, embedded: QueryVector) => semanticList(ctx, tx, query, embedded, corpus, depth, narrowed);
+  const keyword = (tx: Tx) => keywordSearch(tx, caller.principal, query, corpus, depth);
+  const semantic = (tx: Tx, embedded: QueryVector) => semanticList(caller, tx, query, embedded, corpus, depth, narrowed);
   // The query is embedded before the semantic search takes a connection (and while the keyword
   // search of `both` runs): a slow endpoint must not hold a database connection.
-  const embedded = mode === 'keyword' ? undefined : embedQuery(ctx, query);
+  const embedded = mode === 'keyword' ? undefined : embedQuery(caller, query);
 
   /** The facts of the fused or single list, best first, loaded in one statement. */
   const load = async (tx: Tx, ranked: RankedId[], journal: Omit<Journal, 'tookMs'>) => {
@@ -111,13 +111,13 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
     return finish(journal, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : [])));
   };
 
-  if (mode === 'keyword') return inTenantTransaction(ctx, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT, PREPARED);
+  if (mode === 'keyword') return inTenantTransaction(caller, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT, PREPARED);
 
   if (mode === 'semantic') {
     const vector = await embedded!;
     if ('degraded' in vector && vector.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
     // Read committed (no `set transaction` round trip): the search is one statement, and the load filters again.
-    return inTenantTransaction(ctx, async (tx) => {
+    return inTenantTransaction(caller, async (tx) => {
       const list = await semantic(tx, vector);
       if (!('degraded' in list)) return load(tx, list.ranked, { mode, embeddingModel: list.model.model });
       if (list.degraded === 'embeddings-unavailable') throw new AppError('unavailable', ENDPOINT_DOWN_MESSAGE);
@@ -133,7 +133,7 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
     const model = list.model.model;
     const weights = {
       keyword: body.weights?.keyword ?? 1,
-      semantic: body.weights?.semantic ?? ctx.embedder?.semanticWeight?.(model) ?? semanticWeightOf(model),
+      semantic: body.weights?.semantic ?? caller.embedder?.semanticWeight?.(model) ?? semanticWeightOf(model),
     };
     const ranked = fuse([
       { ranked: keywordList, weight: weights.keyword },
@@ -142,13 +142,13 @@ export async function retrieve(ctx: RetrievalContext, body: RetrieveBody): Promi
     return load(tx, ranked, { mode, embeddingModel: model, weights });
   };
 
-  if (ctx.tx) {
+  if (caller.tx) {
     // A transaction given (and so one connection): the two searches one after the other.
-    const tx = ctx.tx;
+    const tx = caller.tx;
     const vector = await embedded!;
     return fuseAndLoad(tx, await keyword(tx), await semantic(tx, vector));
   }
-  return bothConcurrently(ctx, keyword, embedded!, semantic, fuseAndLoad);
+  return bothConcurrently(caller, keyword, embedded!, semantic, fuseAndLoad);
 }
 
 /** For what reads in more than one statement (keyword's statistics and scores, a list and its facts). */
@@ -173,7 +173,7 @@ const PREPARED = { prepared: true } as const;
  * valid), so a fact deleted in between is left out rather than shown deleted.
  */
 async function bothConcurrently(
-  ctx: RetrievalContext,
+  caller: RetrievalCaller,
   keyword: (tx: Tx) => Promise<RankedId[]>,
   embedded: Promise<QueryVector>,
   semantic: (tx: Tx, vector: QueryVector) => Promise<SemanticList>,
@@ -182,7 +182,7 @@ async function bothConcurrently(
   let keywordList: RankedId[] | undefined;
   let semanticResult: SemanticList | undefined;
   const lastLoads = (tx: Tx) => (keywordList && semanticResult ? fuseAndLoad(tx, keywordList, semanticResult) : undefined);
-  const open = <T>(fn: (tx: Tx) => Promise<T>, config?: typeof SNAPSHOT) => withTenant(ctx.db, ctx.principal.tenantId, fn, config, PREPARED);
+  const open = <T>(fn: (tx: Tx) => Promise<T>, config?: typeof SNAPSHOT) => withTenant(caller.db, caller.principal.tenantId, fn, config, PREPARED);
   const [first, second] = await Promise.all([
     open(async (tx) => {
       keywordList = await keyword(tx);
@@ -206,12 +206,12 @@ async function bothConcurrently(
 const lastServing = new WeakMap<object, ModelInfo>();
 
 /** Embeds the query with the serving model, before any search holds a connection. */
-async function embedQuery(ctx: RetrievalContext, query: string): Promise<QueryVector> {
-  if (!ctx.embedder) return { degraded: 'no-embeddings' };
+async function embedQuery(caller: RetrievalCaller, query: string): Promise<QueryVector> {
+  if (!caller.embedder) return { degraded: 'no-embeddings' };
   // `embedding_models` is not per tenant: one statement, no transaction.
-  const model = lastServing.get(ctx.db) ?? (await servingModel(ctx.db));
+  const model = lastServing.get(caller.db) ?? (await servingModel(caller.db));
   if (!model) return { degraded: 'embeddings-pending' };
-  return embedWith(ctx.embedder, model, query);
+  return embedWith(caller.embedder, model, query);
 }
 
 async function embedWith(embedder: QueryEmbedder, model: ModelInfo, query: string): Promise<QueryVector> {
@@ -230,7 +230,7 @@ async function embedWith(embedder: QueryEmbedder, model: ModelInfo, query: strin
  * with the model that serves now. That is rare, and only then does a connection wait on the endpoint.
  */
 async function semanticList(
-  ctx: RetrievalContext,
+  caller: RetrievalCaller,
   tx: Tx,
   query: string,
   embedded: QueryVector,
@@ -240,18 +240,18 @@ async function semanticList(
 ): Promise<SemanticList> {
   if ('degraded' in embedded) return embedded;
   // The search statement also reads the serving model, in its own snapshot.
-  const ranked = await semanticSearch(tx, ctx.principal, embedded.model, embedded.vector, corpus, depth, { narrowed });
+  const ranked = await semanticSearch(tx, caller.principal, embedded.model, embedded.vector, corpus, depth, { narrowed });
   if (ranked.servingModel === embedded.model.model) {
-    lastServing.set(ctx.db, embedded.model);
+    lastServing.set(caller.db, embedded.model);
     return { model: embedded.model, ranked };
   }
   const model = await servingModel(tx);
   if (!model) {
-    lastServing.delete(ctx.db);
+    lastServing.delete(caller.db);
     return { degraded: 'embeddings-pending' };
   }
-  lastServing.set(ctx.db, model);
-  const again = await embedWith(ctx.embedder!, model, query);
+  lastServing.set(caller.db, model);
+  const again = await embedWith(caller.embedder!, model, query);
   if ('degraded' in again) return again;
-  return { model, ranked: await semanticSearch(tx, ctx.principal, model, again.vector, corpus, depth, { narrowed }) };
+  return { model, ranked: await semanticSearch(tx, caller.principal, model, again.vector, corpus, depth, { narrowed }) };
 }

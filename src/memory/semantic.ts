@@ -20,7 +20,7 @@ import { type Principal, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
 import type { RankedId } from './keyword.ts';
-import type { ModelInfo } from './embeddings.ts';
+import type { ModelInfo } from './fact-vectors.ts';
 
 /**
  * Up to this many candidates, an exact scan; above, the HNSW index. Measured (npm run bench, 512-d):

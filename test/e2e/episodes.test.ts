@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requestReport } from '../../src/episodes/reports.ts';
+import { requestReport } from '../../src/episodes/stored-reports.ts';
 import { nightlySchedulerId } from '../../src/jobs/report-jobs.ts';
 import { REPORT_LIST_DEFAULT } from '../../src/episodes/schemas.ts';
 import { reportQueue } from '../../src/jobs/queues.ts';

@@ -11,7 +11,7 @@ import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/emb
 import { createDispatcher } from '../../src/jobs/dispatcher.ts';
 import { type BullQueues, closeQueues, createQueues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
-import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/embeddings.ts';
+import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/fact-vectors.ts';
 import { createHandlerRegistry } from '../../workers/registry.ts';
 import { mintDevToken } from '../../src/auth/dev-token.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';

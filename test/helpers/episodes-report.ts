@@ -6,7 +6,7 @@
 import { expect } from 'vitest';
 import { connect } from '../../src/db/client.ts';
 import type { CoverageReport } from '../../src/kiwifs/coverage.ts';
-import { coverageReport } from '../../src/episodes/report.ts';
+import { coverageReport } from '../../src/episodes/coverage-report.ts';
 import type { TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
 

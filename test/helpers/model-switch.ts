@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { reembedJobId, scheduleBackfill, scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
 import { reembedQueue } from '../../src/jobs/queues.ts';
-import { embedPending, ensureConfiguredModel } from '../../src/memory/embeddings.ts';
+import { embedPending, ensureConfiguredModel } from '../../src/memory/fact-vectors.ts';
 import { writeFact } from '../../src/memory/facts.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieve.ts';
 import { startTestApi, type TestApi } from './api.ts';

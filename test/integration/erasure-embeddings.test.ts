@@ -19,7 +19,7 @@ import {
   type ModelInfo,
   registerModel,
   storeEmbeddings,
-} from '../../src/memory/embeddings.ts';
+} from '../../src/memory/fact-vectors.ts';
 import { deleteFact, supersedeFact, writeFact } from '../../src/memory/facts.ts';
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { outbox } from '../../src/db/schema.ts';
-import { getReport, listReports, putSchedule, requestReport } from '../../src/episodes/reports.ts';
+import { getReport, listReports, putSchedule, requestReport } from '../../src/episodes/stored-reports.ts';
 import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
 import { backoffDelay, type InProcessJobs, nextRun, startInProcessJobs } from '../../src/jobs/in-process.ts';
 import { dispatchOutbox, recordOutbox } from '../../src/jobs/outbox.ts';

@@ -6,7 +6,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { connect, type Database, withTenant } from '../../src/db/client.ts';
-import { registerModel } from '../../src/memory/embeddings.ts';
+import { registerModel } from '../../src/memory/fact-vectors.ts';
 import { writeFact } from '../../src/memory/facts.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieve.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';

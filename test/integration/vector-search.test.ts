@@ -14,7 +14,7 @@ import { LOCAL_MODEL, type LocalEmbeddingsServer, startLocalEmbeddingsServer } f
 import { createOpenAICompatProvider } from '../../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../../src/embeddings/provider.ts';
 import { live, typeIn } from '../../src/memory/conditions.ts';
-import { ensureConfiguredModel, type ModelInfo } from '../../src/memory/embeddings.ts';
+import { ensureConfiguredModel, type ModelInfo } from '../../src/memory/fact-vectors.ts';
 import { EXACT_SCAN_LIMIT, type SemanticPlan, semanticSearch } from '../../src/memory/semantic.ts';
 import { embedAll, indexCollection } from '../../bench/ir.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';

@@ -26,9 +26,9 @@ import { LOCAL_MODEL, type LocalEmbeddingsServer, startLocalEmbeddingsServer } f
 import { createOpenAICompatProvider } from '../../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../../src/embeddings/provider.ts';
 import { live, typeIn } from '../../src/memory/conditions.ts';
-import { ensureConfiguredModel, type ModelInfo } from '../../src/memory/embeddings.ts';
+import { ensureConfiguredModel, type ModelInfo } from '../../src/memory/fact-vectors.ts';
 import { facts } from '../../src/db/schema.ts';
-import { type RetrievalContext, retrieve } from '../../src/memory/retrieve.ts';
+import { type RetrievalCaller, retrieve } from '../../src/memory/retrieve.ts';
 import { MEASURED_SEMANTIC_WEIGHTS } from '../../src/embeddings/registry.ts';
 import { EXACT_SCAN_LIMIT, type SemanticPlan, semanticSearch } from '../../src/memory/semantic.ts';
 import {
@@ -138,7 +138,7 @@ describe('retrieval quality on med and filtered vector search (real model, real 
   let figures: Promise<Record<SearchMode, number>> | undefined;
   const ndcgFigures = () =>
     (figures ??= (async () => {
-      const ctx: RetrievalContext = { db: t.app.db, principal: tenants.med, embedder: embedderFor(provider) };
+      const ctx: RetrievalCaller = { db: t.app.db, principal: tenants.med, embedder: embedderFor(provider) };
       const result = {} as Record<SearchMode, number>;
       for (const mode of SEARCH_MODES) result[mode] = await meanNdcg10(med, medDocOf, retrieveRanker(ctx, mode));
       console.log(

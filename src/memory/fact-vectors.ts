@@ -8,7 +8,7 @@
  * reconciler can always find it again, whatever Redis lost.
  */
 import { and, eq, gt, inArray, sql } from 'drizzle-orm';
-import { inTenantTransaction, type MemoryContext } from '../core/context.ts';
+import { inTenantTransaction, type Caller } from '../core/caller.ts';
 import { PermissionDenied } from '../core/errors.ts';
 import type { Db, Tx } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
@@ -216,9 +216,9 @@ export interface ModelStatus extends Coverage {
 }
 
 /** The tenant's embedding coverage per model in use (tenant admins only). */
-export async function embeddingStatus(ctx: MemoryContext): Promise<ModelStatus[]> {
-  if (ctx.principal.role !== 'admin') throw new PermissionDenied('Embedding status is for tenant admins');
-  return inTenantTransaction(ctx, async (tx) =>
+export async function embeddingStatus(caller: Caller): Promise<ModelStatus[]> {
+  if (caller.principal.role !== 'admin') throw new PermissionDenied('Embedding status is for tenant admins');
+  return inTenantTransaction(caller, async (tx) =>
     Promise.all(
       (await listModels(tx)).map(async (m) => {
         const { live, embedded } = await coverage(tx, m.model);

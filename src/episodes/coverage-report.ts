@@ -9,7 +9,7 @@ import { and, sql } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { facts } from '../db/schema.ts';
 import { appliesIn, live, type ScopeFilter } from '../memory/conditions.ts';
-import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { type CoverageReport, type EpisodicFile, normalizeEpisodesPrefix, type Page } from '../kiwifs/coverage.ts';
 
 export interface ReportParams extends Page {
@@ -28,16 +28,16 @@ export interface ReportProgress {
  * count as episodes or as covering them. One repeatable-read snapshot, so counts and lists agree.
  */
 export async function coverageReport(
-  ctx: MemoryContext,
+  caller: Caller,
   params: ReportParams,
   onProgress?: (progress: ReportProgress) => Promise<void> | void,
 ): Promise<CoverageReport> {
   const prefix = normalizeEpisodesPrefix(params.episodesPrefix);
-  const corpus = and(visibleTo(ctx.principal, facts), live(), params.scope ? appliesIn(params.scope) : undefined)!;
+  const corpus = and(visibleTo(caller.principal, facts), live(), params.scope ? appliesIn(params.scope) : undefined)!;
   const episodic = sql`(${facts.memoryKind} = 'episodic' or (${facts.memoryKind} is distinct from 'semantic' and ${facts.memoryKind} is distinct from 'consolidation' and starts_with(${facts.path}, ${prefix})))`;
 
   return inTenantTransaction(
-    ctx,
+    caller,
     async (tx) => {
       await tx.execute(sql`select set_config('work_mem', ${REPORT_WORK_MEM}, true), set_config('enable_sort', 'off', true)`);
       const order = sql`coalesce(${facts.path}, '') collate "C", ${facts.id}`;

@@ -6,18 +6,18 @@ import { type Db, type TenantTransactionOptions, type TransactionConfig, type Tx
  * that is already open for the principal's tenant (the idempotency layer runs the verb inside
  * its own transaction, so the stored response commits together with the write).
  */
-export interface MemoryContext {
+export interface Caller {
   db: Db;
   principal: Principal;
   tx?: Tx;
 }
 
-/** Runs `fn` in the context's transaction, or in a new one for the principal's tenant. */
+/** Runs `fn` in the caller's transaction, or in a new one for the principal's tenant. */
 export function inTenantTransaction<T>(
-  ctx: MemoryContext,
+  caller: Caller,
   fn: (tx: Tx) => Promise<T>,
   config?: TransactionConfig,
   options?: TenantTransactionOptions,
 ): Promise<T> {
-  return ctx.tx ? fn(ctx.tx) : withTenant(ctx.db, ctx.principal.tenantId, fn, config, options);
+  return caller.tx ? fn(caller.tx) : withTenant(caller.db, caller.principal.tenantId, fn, config, options);
 }

@@ -14,13 +14,13 @@ import { coverageReports, coverageReportSchedules } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { recordOutbox, type OutboxRow } from '../jobs/outbox.ts';
 import { reportQueue } from '../jobs/queues.ts';
-import { type MemoryContext, inTenantTransaction } from '../core/context.ts';
+import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { AppError } from '../errors.ts';
 import { PermissionDenied } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
 import type { CoverageReport } from '../kiwifs/coverage.ts';
-import { coverageReport, type ReportProgress } from './report.ts';
+import { coverageReport, type ReportProgress } from './coverage-report.ts';
 import {
   REPORT_HISTORY_DEFAULT,
   REPORT_LIST_DEFAULT,
@@ -84,13 +84,13 @@ const readableBy = (principal: Principal) =>
   principal.role === 'admin' ? undefined : sql`${coverageReports.principal}->>'sub' = ${principal.sub} and not ${coverageReports.scheduled}`;
 
 /**
- * Records a report to run as `ctx.principal` (who sees what they could see when asking) and its
+ * Records a report to run as `caller.principal` (who sees what they could see when asking) and its
  * outbox row. The caller hands the row to BullMQ after commit; the reconciler does if it cannot.
  */
-export async function requestReport(ctx: MemoryContext, params: ReportRequest): Promise<{ report: ReportStatus; outbox: OutboxRow }> {
-  return inTenantTransaction(ctx, async (tx) => {
-    const row = await insertReport(tx, ctx.principal, withDefaults(params), false, uuidv7());
-    const outbox = await recordOutbox(tx, ctx.principal.tenantId, reportQueue.name, { tenantId: ctx.principal.tenantId, reportId: row.id });
+export async function requestReport(caller: Caller, params: ReportRequest): Promise<{ report: ReportStatus; outbox: OutboxRow }> {
+  return inTenantTransaction(caller, async (tx) => {
+    const row = await insertReport(tx, caller.principal, withDefaults(params), false, uuidv7());
+    const outbox = await recordOutbox(tx, caller.principal.tenantId, reportQueue.name, { tenantId: caller.principal.tenantId, reportId: row.id });
     return { report: toStatus(row), outbox };
   });
 }
@@ -105,26 +105,26 @@ async function insertReport(tx: Tx, principal: Principal, params: ReportRequest,
   return row ?? (await tx.select().from(coverageReports).where(eq(coverageReports.id, id)))[0]!;
 }
 
-export async function getReport(ctx: MemoryContext, id: string): Promise<ReportStatus> {
-  return inTenantTransaction(ctx, async (tx) => {
+export async function getReport(caller: Caller, id: string): Promise<ReportStatus> {
+  return inTenantTransaction(caller, async (tx) => {
     const [row] = await tx
       .select()
       .from(coverageReports)
-      .where(and(eq(coverageReports.id, id), readableBy(ctx.principal)));
+      .where(and(eq(coverageReports.id, id), readableBy(caller.principal)));
     if (!row) throw new ReportNotFound();
     return toStatus(row);
   });
 }
 
 /** Past reports, newest first: how coverage moved over time. */
-export async function listReports(ctx: MemoryContext, query: { limit?: number | undefined; cursor?: string | undefined }) {
+export async function listReports(caller: Caller, query: { limit?: number | undefined; cursor?: string | undefined }) {
   const limit = query.limit ?? REPORT_HISTORY_DEFAULT;
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-  return inTenantTransaction(ctx, async (tx) => {
+  return inTenantTransaction(caller, async (tx) => {
     const rows = await tx
       .select(summaryColumns)
       .from(coverageReports)
-      .where(and(readableBy(ctx.principal), after ? lt(coverageReports.id, after) : undefined))
+      .where(and(readableBy(caller.principal), after ? lt(coverageReports.id, after) : undefined))
       .orderBy(desc(coverageReports.id))
       .limit(limit + 1);
     const page = rows.slice(0, limit);
@@ -217,31 +217,31 @@ function assertAdmin(principal: Principal): void {
   if (principal.role !== 'admin') throw new PermissionDenied('Nightly reports are scheduled by tenant admins');
 }
 
-export async function putSchedule(ctx: MemoryContext, body: ScheduleBody): Promise<Schedule> {
-  assertAdmin(ctx.principal);
+export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<Schedule> {
+  assertAdmin(caller.principal);
   const { hourUtc = DEFAULT_HOUR_UTC, ...params } = body;
-  const values = { cron: cronAt(hourUtc), params: withDefaults(params), principal: ctx.principal, updatedAt: sql`clock_timestamp()` };
-  return inTenantTransaction(ctx, async (tx) => {
-    await registerTenant(tx, ctx.principal.tenantId);
+  const values = { cron: cronAt(hourUtc), params: withDefaults(params), principal: caller.principal, updatedAt: sql`clock_timestamp()` };
+  return inTenantTransaction(caller, async (tx) => {
+    await registerTenant(tx, caller.principal.tenantId);
     const [row] = await tx
       .insert(coverageReportSchedules)
-      .values({ tenantId: ctx.principal.tenantId, ...values })
+      .values({ tenantId: caller.principal.tenantId, ...values })
       .onConflictDoUpdate({ target: coverageReportSchedules.tenantId, set: values })
       .returning();
     return toSchedule(row!);
   });
 }
 
-export async function getSchedule(ctx: MemoryContext): Promise<Schedule> {
-  assertAdmin(ctx.principal);
-  const row = await inTenantTransaction(ctx, (tx) => findSchedule(tx));
+export async function getSchedule(caller: Caller): Promise<Schedule> {
+  assertAdmin(caller.principal);
+  const row = await inTenantTransaction(caller, (tx) => findSchedule(tx));
   if (!row) throw new AppError('not-found', 'This tenant has no nightly report; PUT one to schedule it');
   return toSchedule(row);
 }
 
-export async function deleteSchedule(ctx: MemoryContext): Promise<void> {
-  assertAdmin(ctx.principal);
-  const deleted = await inTenantTransaction(ctx, (tx) => tx.delete(coverageReportSchedules).returning({ tenantId: coverageReportSchedules.tenantId }));
+export async function deleteSchedule(caller: Caller): Promise<void> {
+  assertAdmin(caller.principal);
+  const deleted = await inTenantTransaction(caller, (tx) => tx.delete(coverageReportSchedules).returning({ tenantId: coverageReportSchedules.tenantId }));
   if (deleted.length === 0) throw new AppError('not-found', 'This tenant has no nightly report');
 }
 
