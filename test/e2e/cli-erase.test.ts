@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { freePort, runProcess } from '../helpers/process.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('mnemo erase', () => {
   let api: TestApi;
