@@ -19,6 +19,7 @@ import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
+import { sleep } from './wait.ts';
 
 export const TEST_SECRET = 'test-secret-of-at-least-thirty-two-bytes!';
 export const TEST_ERASURE_KEY = 'test-erasure-key-of-at-least-32-bytes!!';
@@ -195,7 +196,7 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
                 const c = model ? await withTenant(db.app.db, tenantId, (tx) => coverage(tx, model.model)) : { live: 1, embedded: 0 };
                 if (c.embedded >= c.live) return;
                 if (Date.now() - started > timeoutMs) throw new Error(`embeddings not settled: ${c.embedded}/${c.live}`);
-                await new Promise((resolve) => setTimeout(resolve, 50));
+                await sleep(50);
               }
             },
           } satisfies TestEmbeddings,

@@ -3,6 +3,7 @@ import postgres, { type Sql } from 'postgres';
 import { inject } from 'vitest';
 import { connect, type Database } from '../../src/db/client.ts';
 import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
+import { sleep } from './wait.ts';
 
 export interface TestDatabase {
   name: string;
@@ -51,7 +52,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
         break;
       } catch (error) {
         if (attempt >= 20 || !String((error as Error).message).includes('being accessed by other users')) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+        await sleep(100 * attempt);
       }
     }
   } finally {

@@ -21,6 +21,7 @@ import { writeFact } from '../../src/memory/facts.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieve.ts';
 import { startTestApi, type TestApi } from './api.ts';
 import { freePort, startProcess } from './process.ts';
+import { sleep } from './wait.ts';
 
 const A = 'use-lite-512';
 const B = 'use-lite-512-b';
@@ -49,7 +50,6 @@ const allSentences = people.flatMap((who) => statements.flatMap(([say, objects])
 const queries = ['a kitchen appliance is leaking', 'allergy to a medicine', 'travelling abroad to a conference', 'adopting a pet'];
 
 const indexName = (model: string) => `fact_embeddings_hnsw_${createHash('md5').update(model).digest('hex').slice(0, 16)}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 export interface ModelSwitchSize {

@@ -24,8 +24,8 @@ import { deleteFact, supersedeFact, writeFact } from '../../src/memory/facts.ts'
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
+import { sleep } from '../helpers/wait.ts';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin-1', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 const person = (id: string): ErasureTarget => ({ kind: 'participant', id });
 
