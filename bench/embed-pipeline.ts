@@ -36,6 +36,7 @@ import { startFakeEmbeddings } from '../test/faults/helpers/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';
 import { loadAverage, type ScratchDatabase, withScratchDatabase } from './scratch-database.ts';
+import { sleep } from '../test/helpers/wait.ts';
 
 export type EmbedScenario = 'raw' | 'backlog' | 'writes' | 'steady';
 
@@ -159,7 +160,7 @@ export async function embedPipelineBench(options: { facts: number; log: (line: s
             for (let i = 0; i < steady; i++) {
               const due = started + (i * 1000) / STEADY_RATE;
               const wait = due - performance.now();
-              if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+              if (wait > 0) await sleep(wait);
               pending.push(
                 (async () => {
                   await writeFact({ db: database.app.db, principal: admin(tenantId) }, { type: 'acme.note', content: { text: text(tenantId, i) } });
@@ -204,7 +205,7 @@ async function embedded(database: ScratchDatabase, tenantId: string, n: number):
       where e.tenant_id = ${tenantId}`;
     if (row!.n >= n) return;
     if (Date.now() > deadline) throw new Error(`only ${row!.n} of ${n} facts embedded after 10 minutes`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
 }
 

@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { type Api, call, idempotencyKey, progress, type Scratch, throughput, tokenFor } from './harness.ts';
 import { textFor } from './synthetic.ts';
+import { sleep } from '../test/helpers/wait.ts';
 
 export interface WriteRow {
   clients: number;
@@ -149,7 +150,7 @@ export async function embedPipeline(
         last = performance.now();
         progress(`embed ${label}: ${left} facts waiting for a vector`);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
   };
   const rows: EmbedRow[] = [];

@@ -28,6 +28,7 @@ import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { uuidv7 } from '../src/core/ids.ts';
 import { withScratchDatabase } from './scratch-database.ts';
+import { sleep } from '../test/helpers/wait.ts';
 
 export type WriteMode = 'single' | 'single-keyed' | 'batch';
 
@@ -176,7 +177,7 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
       if (waited > 60_000) throw new Error(`the API did not start: ${output}`);
       const ready = await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false);
       if (ready) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
 
     const maxClients = Math.max(...options.clients, ...(options.batchClients ?? [1, 2, 8]));

@@ -16,6 +16,7 @@ import { parseKnowledgeFile, readReportItems, resolveEpisodesPrefix } from '../.
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
 import { freePort, runProcess } from '../helpers/process.ts';
+import { sleep } from '../helpers/wait.ts';
 
 interface KiwiCase {
   name: string;
@@ -374,7 +375,7 @@ describe('mnemo import', () => {
     expect(queued.status).toBe(202);
     let job = queued.body;
     for (let i = 0; i < 200 && job.status !== 'completed' && job.status !== 'failed'; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
       job = (await api.request('GET', `/v1/memory/reports/${queued.body.id}`, { token: admin })).body;
     }
     expect(job.status).toBe('completed');

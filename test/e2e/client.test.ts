@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // Through the package's own export, as a user imports it.
 import { createClient, MnemoError, type MnemoClient } from 'mnemo/client';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { sleep } from '../helpers/wait.ts';
 
 describe('TypeScript client against the real server', () => {
   let api: TestApi;
@@ -86,7 +87,7 @@ describe('TypeScript client against the real server', () => {
       for (let i = 0; i < 200; i++) {
         const current = await get();
         if (current.status === 'completed' || current.status === 'failed') return current;
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
       }
       throw new Error('did not finish');
     };

@@ -8,6 +8,7 @@ import { reportHandler } from '../../workers/report.ts';
 import { createLogger } from '../../src/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { checkStreamedReport } from '../helpers/episodes-report.ts';
+import { sleep } from '../helpers/wait.ts';
 
 /** Episodic memory through the API (DESIGN §6): the KiwiFS fields, the report, background reports. */
 describe('episodic memory', () => {
@@ -225,7 +226,7 @@ describe('episodic memory', () => {
       for (let i = 0; i < 200; i++) {
         const response = await api.request('GET', `/v1/memory/reports/${id}`, { token });
         if (response.body.status === 'completed' || response.body.status === 'failed') return response.body;
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
       }
       throw new Error(`report ${id} did not finish`);
     };
@@ -337,7 +338,7 @@ describe('episodic memory', () => {
       let history: { scheduled: boolean; status: string; unmergedCount: number }[] = [];
       for (let i = 0; i < 100 && !(history.length === 2 && history.every((r) => r.status === 'completed')); i++) {
         history = (await api.request('GET', '/v1/memory/reports', { token: admin })).body.data;
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
       }
       expect(history.map((r) => [r.scheduled, r.status, r.unmergedCount])).toEqual([
         [true, 'completed', 1],

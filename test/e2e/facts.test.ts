@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { sleep } from '../helpers/wait.ts';
 
 /** Happy and error cases per route (the security suite and validation have their own files). */
 describe('facts API', () => {
@@ -209,7 +210,7 @@ describe('facts API', () => {
       const fresh = await api.newTenant('asof');
       const first = (await write(note('one'), fresh.admin)).body;
       const mark = new Date(Date.parse(first.recordedAt) + 1).toISOString();
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await sleep(5);
       await api.request('POST', `/v1/memory/facts/${first.id}/supersede`, { token: fresh.admin, body: { content: { text: 'one, revised' } } });
       await write(note('two'), fresh.admin);
       const then = await api.request('GET', `/v1/memory/facts?asOf=${encodeURIComponent(mark)}`, { token: fresh.admin });

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const FACTS = '/v1/memory/facts';
 
@@ -167,7 +168,7 @@ describe('Idempotency-Key', () => {
         const [waiting] = await api.db.admin<{ n: number }[]>`
           select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'insert into "idempotency_keys"%'`;
         if (waiting!.n > 0) break;
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
       }
       await reserved`commit`;
       const answered = await retry;

@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiResponse, type TestApi, startTestApi, tokenFor, type TokenClaims } from '../helpers/api.ts';
+import { sleep } from '../helpers/wait.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The scopes: one fact of each kind is seeded by the tenant's admin.
@@ -127,7 +128,7 @@ describe('permissions matrix over the API', () => {
       seeded[where] = { id: fact.id, version: fact.version, content: fact.content };
     }
     // A moment strictly after every seed, for asOf reads and lists.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
     seededAt = new Date().toISOString();
   });
   afterAll(() => api?.close());

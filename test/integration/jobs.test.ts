@@ -87,7 +87,7 @@ describe('jobs', () => {
       const value = await read();
       if (holds(value)) return value;
       if (Date.now() - started > timeoutMs) return value;
-      await new Promise((resolve) => setTimeout(resolve, 25));
+      await sleep(25);
     }
   }
 

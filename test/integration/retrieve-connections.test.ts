@@ -11,6 +11,7 @@ import { writeFact } from '../../src/memory/facts.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieve.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const DIMS = 8;
 
@@ -42,7 +43,7 @@ describe('retrieve while the query is embedded', () => {
       },
     };
     const search = retrieve({ db: single.db, principal, embedder }, { mode, query: 'dishwasher' });
-    while (!asked) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (!asked) await sleep(5);
 
     // With the connection held by the search, this would wait for the gate, which never opens.
     const other = withTenant(single.db, principal.tenantId, async (tx) => tx.execute(sql`select 1 as one`));

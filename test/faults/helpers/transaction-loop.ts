@@ -11,6 +11,7 @@
 import { sql } from 'drizzle-orm';
 import { connect, withTenant } from '../../../src/db/client.ts';
 import { databaseUnavailableReason } from '../../../src/db/errors.ts';
+import { sleep } from '../../helpers/wait.ts';
 
 const [url, loops = '24'] = process.argv.slice(2);
 if (!url) throw new Error('usage: transaction-loop.ts DATABASE_URL [LOOPS]');
@@ -36,7 +37,7 @@ async function loop(n: number): Promise<void> {
         other++;
         otherErrors.add(String((error as { code?: unknown }).code ?? (error as Error).name));
       }
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
   }
 }
