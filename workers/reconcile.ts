@@ -1,6 +1,6 @@
 import type { Db } from '../src/db/client.ts';
 import { withTenant } from '../src/db/client.ts';
-import { eachTenant } from '../src/db/tenants.ts';
+import { forEachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { ensureConfiguredModel, factsNeedingEmbedding, listModels, servingModel } from '../src/memory/fact-vectors.ts';
 import { dispatchOutbox, pendingOutbox } from '../src/jobs/outbox.ts';
@@ -49,9 +49,7 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
       );
     }
     const serving = embeddings ? await servingModel(db) : null;
-    const tenantIds: string[] = [];
-    for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
-    for (const tenantId of tenantIds) {
+    await forEachTenant(db, async (tenantId) => {
       const rows = await withTenant(db, tenantId, (tx) => pendingOutbox(tx, olderThan, batchPerTenant));
       const { enqueued, skipped } = await dispatchOutbox(queues, rows);
       result.tenants++;
@@ -63,7 +61,7 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
       }
       const schedule = await withTenant(db, tenantId, findSchedule);
       if (schedule && (await restoreNightlyScheduler(queues, tenantId, schedule))) result.schedulesRestored++;
-    }
+    });
     if (embeddings) {
       const backfilling = (await listModels(db)).find((m) => m.state === 'backfilling' && m.model !== serving?.model);
       if (backfilling) {

@@ -1,7 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
 import type { z } from 'zod';
 import type { Db } from '../src/db/client.ts';
-import { eachTenant } from '../src/db/tenants.ts';
+import { forEachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
 import { computeNextBatch, listModels, storeBatch, switchWhenCovered, totalCoverage } from '../src/memory/fact-vectors.ts';
 import type { reembedQueue } from '../src/jobs/queues.ts';
@@ -36,9 +36,7 @@ export function reembedHandler({ db, providers, batch }: ReembedDeps): JobHandle
     const start = await totalCoverage(db, model);
     const progress: ReembedProgress = { model, live: start.live, embedded: start.embedded };
     await job.updateProgress(progress);
-    const tenantIds: string[] = [];
-    for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
-    for (const tenantId of tenantIds) {
+    await forEachTenant(db, async (tenantId) => {
       // In id order, each fact read once; what changes behind the pass is left to the next pass.
       let after: string | undefined;
       for (;;) {
@@ -51,7 +49,7 @@ export function reembedHandler({ db, providers, batch }: ReembedDeps): JobHandle
         if (computed.vectors.length < batch) break;
         after = computed.last;
       }
-    }
+    });
     if (!(await switchWhenCovered(db, model))) {
       throw new Error(`facts arrived while backfilling ${model}; another pass follows`);
     }

@@ -1,5 +1,5 @@
 import type { Db } from '../src/db/client.ts';
-import { eachTenant } from '../src/db/tenants.ts';
+import { forEachTenant } from '../src/db/tenants.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
 import { type SweepResult, sweepTenant } from '../src/lifecycle/retention.ts';
 
@@ -7,14 +7,12 @@ import { type SweepResult, sweepTenant } from '../src/lifecycle/retention.ts';
 export function retentionHandler({ db, purgeGraceMs }: { db: Db; purgeGraceMs: number }): JobHandler<object> {
   return async (_payload, { logger }) => {
     const total: SweepResult & { tenants: number } = { tenants: 0, expired: 0, purged: 0 };
-    const tenantIds: string[] = [];
-    for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
-    for (const tenantId of tenantIds) {
+    await forEachTenant(db, async (tenantId) => {
       const { expired, purged } = await sweepTenant(db, tenantId, { purgeGraceMs });
       total.tenants++;
       total.expired += expired;
       total.purged += purged;
-    }
+    });
     if (total.expired > 0 || total.purged > 0) logger.info('retention swept', { ...total });
     return total;
   };

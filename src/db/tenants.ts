@@ -9,8 +9,22 @@ export async function registerTenant(tx: Tx, tenantId: string): Promise<void> {
   await tx.execute(sql`insert into tenants (id) values (${tenantId}) on conflict (id) do nothing`);
 }
 
-/** Tenant ids in pages, for housekeeping that visits every tenant under its own RLS setting. */
-export async function* eachTenant(tx: Pick<Tx, 'execute'>, pageSize = 500): AsyncGenerator<string> {
+/**
+ * Housekeeping that visits every tenant, each under its own RLS setting (which `work` opens): runs
+ * `work` for one tenant at a time, in id order. The first error stops the visit and is thrown; no
+ * caller goes on past a tenant that failed (a job's retry, or the next run, starts over).
+ *
+ * The ids are all read before the first tenant's work: the listing's pages are read back to back
+ * instead of being spread across a pass that can run for hours (a backfill), and a pass visits the
+ * tenants registered when it began (one registered meanwhile is the next run's).
+ */
+export async function forEachTenant(db: Pick<Tx, 'execute'>, work: (tenantId: string) => Promise<void>): Promise<void> {
+  const tenantIds: string[] = [];
+  for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
+  for (const tenantId of tenantIds) await work(tenantId);
+}
+
+async function* eachTenant(tx: Pick<Tx, 'execute'>, pageSize = 500): AsyncGenerator<string> {
   let after = '';
   for (;;) {
     const rows = (await tx.execute(

@@ -13,7 +13,7 @@ import { PermissionDenied } from '../core/errors.ts';
 import type { Db, Tx } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
 import { embeddingModels, factEmbeddings, facts } from '../db/schema.ts';
-import { eachTenant } from '../db/tenants.ts';
+import { forEachTenant } from '../db/tenants.ts';
 import { type EmbeddingProvider, embeddingText } from '../embeddings/provider.ts';
 import { live } from './conditions.ts';
 
@@ -231,13 +231,11 @@ export async function embeddingStatus(caller: Caller): Promise<ModelStatus[]> {
 /** Coverage of `model` over every tenant (the backfill's progress). */
 export async function totalCoverage(db: Db, model: string): Promise<Coverage> {
   const total: Coverage = { live: 0, embedded: 0 };
-  const tenantIds: string[] = [];
-  for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
-  for (const tenantId of tenantIds) {
+  await forEachTenant(db, async (tenantId) => {
     const c = await withTenant(db, tenantId, (tx) => coverage(tx, model));
     total.live += c.live;
     total.embedded += c.embedded;
-  }
+  });
   return total;
 }
 
@@ -266,11 +264,9 @@ export async function switchWhenCovered(db: Db, model: string): Promise<boolean>
 }
 
 export async function removeModelVectors(db: Db, model: string): Promise<void> {
-  const tenantIds: string[] = [];
-  for await (const tenantId of eachTenant(db)) tenantIds.push(tenantId);
-  for (const tenantId of tenantIds) {
+  await forEachTenant(db, async (tenantId) => {
     await withTenant(db, tenantId, (tx) => tx.delete(factEmbeddings).where(eq(factEmbeddings.model, model)));
-  }
+  });
   await db.execute(sql`select retire_embedding_index(${model})`);
 }
 
