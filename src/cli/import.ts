@@ -16,6 +16,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
+import { canonicalJson } from '../core/canonical-json.ts';
 import { type MemoryKind, memoryKinds, type ProvenanceRef } from '../db/schema/facts.ts';
 import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../kiwifs/coverage.ts';
 import {
@@ -188,17 +189,7 @@ function retryingFetch(url: string, onResponse?: (response: Response) => void): 
   };
 }
 
-/** Stable JSON (sorted keys), so the same request always gets the same key. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (isMapping(value)) {
-    const keys = Object.keys(value).filter((key) => value[key] !== undefined).sort();
-    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
-const idempotencyKey = (request: unknown) => `mnemo-import-${createHash('sha256').update(canonical(request)).digest('hex')}`;
+const idempotencyKey = (request: unknown) => `mnemo-import-${createHash('sha256').update(canonicalJson(request)).digest('hex')}`;
 
 function chunks<T>(list: readonly T[], size: number): T[][] {
   const out: T[][] = [];

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'hono';
 import type { Principal } from '../auth/permissions.ts';
+import { canonicalJson } from '../core/canonical-json.ts';
 import { lookUpKey, readStoredResponse, type StoredResponse, storeResponse, undoRun } from '../core/idempotency.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
 import { AppError } from '../errors.ts';
@@ -19,18 +20,6 @@ export interface Outcome<T = unknown> {
    * absent for a replay and for a domain error, so it also says whether there is work to hand on.
    */
   result?: T;
-}
-
-/** Stable JSON (sorted keys), so the same body hashes the same whatever its key order. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }
 
 /** The first request committed its record after this one looked: this one's run is undone. */
@@ -69,7 +58,7 @@ export async function idempotent<T>(
   // The caller is part of the request: a key reused by anyone else in the tenant (or by the same
   // subject with other grants) is another request (422), never a replay of what it may not see.
   const requestHash = createHash('sha256')
-    .update(`${c.req.method}\n${c.req.path}\n${canonical(principal)}\n${canonical(body)}`)
+    .update(`${c.req.method}\n${c.req.path}\n${canonicalJson(principal)}\n${canonicalJson(body)}`)
     .digest('hex');
   const replay = (stored: StoredResponse): Outcome<T> => {
     if (stored.requestHash !== requestHash) {
