@@ -35,6 +35,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
+import { tenantTablesIn } from '../helpers/tenant-tables.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
 import {
   type IdInput,
@@ -312,13 +313,10 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
   // -------------------------------------------------------------------------------------------
   // Observing A: rows, Redis, and when the background has nothing left to do
 
-  /** A's rows in every table with a tenant_id (found in the catalog), plus its tenants row. */
+  /** A's rows in every table with a tenant_id, plus its tenants row. */
   async function snapshot(tenantId: string): Promise<Record<string, string[]>> {
-    const tables = await db.admin<{ name: string }[]>`
-      select table_name as name from information_schema.columns
-      where table_schema = 'public' and column_name = 'tenant_id' order by table_name`;
     const rows: Record<string, string[]> = {};
-    for (const { name } of tables) {
+    for (const name of await tenantTablesIn(db.admin)) {
       const found = await db.admin.unsafe<{ row: string }[]>(`select row_to_json(t)::text as row from "${name}" t where tenant_id = $1 order by 1`, [tenantId]);
       rows[name] = found.map((r) => r.row);
     }
