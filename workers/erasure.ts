@@ -1,6 +1,6 @@
 import type { Db } from '../src/db/client.ts';
 import { type ErasureTarget, failErasure, runErasure } from '../src/lifecycle/erasure.ts';
-import type { JobHandler } from '../src/jobs/worker.ts';
+import { isFinalAttempt, type JobHandler } from '../src/jobs/worker.ts';
 
 type ErasurePayload = { tenantId: string; erasureId: string; target: ErasureTarget };
 
@@ -16,7 +16,7 @@ export function erasureHandler({ db }: { db: Db }): JobHandler<ErasurePayload> {
       logger.info('erasure ran', { tenantId, erasureId, outcome });
       return outcome;
     } catch (error) {
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
+      if (isFinalAttempt(job, error)) {
         logger.error('erasure failed for good', { tenantId, erasureId, error });
         await failErasure(db, tenantId, erasureId).catch((e: unknown) => logger.warn('could not mark the erasure failed', { error: String(e) }));
       }

@@ -1,6 +1,6 @@
 import type { Db } from '../src/db/client.ts';
 import { failReport, nightlyReportId, runReport } from '../src/episodes/stored-reports.ts';
-import type { JobHandler } from '../src/jobs/worker.ts';
+import { isFinalAttempt, type JobHandler } from '../src/jobs/worker.ts';
 
 type ReportPayload = { tenantId: string; reportId: string } | { tenantId: string; nightly: true };
 
@@ -16,7 +16,7 @@ export function reportHandler({ db }: { db: Db }): JobHandler<ReportPayload> {
     try {
       return await runReport(db, payload.tenantId, reportId);
     } catch (error) {
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
+      if (isFinalAttempt(job, error)) {
         logger.error('report failed for good', { tenantId: payload.tenantId, reportId, error });
         await failReport(db, payload.tenantId, reportId).catch((e: unknown) => logger.warn('could not mark the report failed', { error: String(e) }));
       }

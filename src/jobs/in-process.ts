@@ -18,7 +18,7 @@
  * computation), and `close()` stops taking jobs and waits for the running ones.
  */
 import { randomUUID } from 'node:crypto';
-import { Backoffs, getNextMillis, UnrecoverableError } from 'bullmq';
+import { Backoffs, getNextMillis } from 'bullmq';
 import type { Db } from '../db/client.ts';
 import type { Logger } from '../log.ts';
 import { claimOutbox, releaseOutboxClaim, renewOutboxClaim } from './outbox.ts';
@@ -34,7 +34,7 @@ import {
   retentionQueue,
   scheduleRepeatable,
 } from './queues.ts';
-import { checkRegistry, createProcessor, type HandlerRegistry, type RunningJob } from './worker.ts';
+import { checkRegistry, createProcessor, type HandlerRegistry, isFinalAttempt, type RunningJob } from './worker.ts';
 
 export interface InProcessJobsOptions {
   definitions: readonly QueueDefinition[];
@@ -296,12 +296,13 @@ class InProcessQueue implements JobQueue {
 
   /** A job whose retries are kept here: derived work (embed, reembed, sweeps) that Postgres finds again. */
   private async runInMemory(job: MemoryJob): Promise<void> {
+    const running = this.runningJob(job, job.data, job.attemptsMade, job.timestamp);
     try {
-      await this.processor!(this.runningJob(job, job.data, job.attemptsMade, job.timestamp));
+      await this.processor!(running);
       this.settle(job, 'completed');
     } catch (error) {
       job.attemptsMade++;
-      if (error instanceof UnrecoverableError || job.attemptsMade >= this.attempts || this.closed) this.settle(job, 'failed');
+      if (isFinalAttempt(running, error) || this.closed) this.settle(job, 'failed');
       else this.delay(job, backoffDelay(this.definition, job.attemptsMade));
     }
   }
@@ -327,12 +328,12 @@ class InProcessQueue implements JobQueue {
     }, Math.max(100, Math.floor(leaseMs / 3)));
     renewal.unref();
     let retryInMs: number | undefined;
+    const running = this.runningJob(job, { payload: claim.payload, outbox: ref }, claim.attempts, claim.createdAt.getTime());
     try {
-      await this.processor!(this.runningJob(job, { payload: claim.payload, outbox: ref }, claim.attempts, claim.createdAt.getTime()));
+      await this.processor!(running);
     } catch (error) {
       // createProcessor has recorded the attempt in the row (and failed it for good when final).
-      const final = error instanceof UnrecoverableError || claim.attempts + 1 >= this.attempts;
-      if (!final) retryInMs = backoffDelay(this.definition, claim.attempts + 1);
+      if (!isFinalAttempt(running, error)) retryInMs = backoffDelay(this.definition, claim.attempts + 1);
     } finally {
       clearInterval(renewal);
     }

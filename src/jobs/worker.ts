@@ -29,6 +29,15 @@ export interface JobContext {
   logger: Logger;
 }
 
+/**
+ * Whether this failure of the job is its last, so whatever it leaves half done must be closed now
+ * (an outbox row failed for good, a report or an erasure marked failed): BullMQ retries neither
+ * an `UnrecoverableError` nor a job whose attempts are used up.
+ */
+export function isFinalAttempt(job: Pick<RunningJob, 'attemptsMade' | 'opts'>, error: unknown): boolean {
+  return error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+}
+
 /** Does one job's work. Must be idempotent: an outbox row can be delivered more than once. */
 export type JobHandler<Payload = any> = (payload: Payload, context: JobContext) => Promise<unknown>;
 
@@ -69,7 +78,7 @@ export function createProcessor(definition: QueueDefinition, handler: JobHandler
       if (ref) await markOutboxDone(deps.db, ref);
       return result;
     } catch (error) {
-      const final = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      const final = isFinalAttempt(job, error);
       // A database outage is no reason to give the work up: the job's retries may all fall within
       // it, but the outbox row stays open so the reconciler hands the work in again afterwards.
       const outage = databaseUnavailableReason(error) !== undefined;
