@@ -1,3 +1,4 @@
+import type { Principal } from '../auth/permissions.ts';
 import { AppError } from '../errors.ts';
 
 /** The domain's errors. Each carries its wire code; src/http/errors.ts maps codes to statuses. */
@@ -21,6 +22,11 @@ export class PermissionDenied extends AppError {
     super('permission-denied', message);
     this.name = 'PermissionDenied';
   }
+}
+
+/** For what a tenant admin alone may do (erasure, nightly reports, legal holds…); `message` says what. */
+export function assertTenantAdmin(principal: Pick<Principal, 'role'>, message: string): void {
+  if (principal.role !== 'admin') throw new PermissionDenied(message);
 }
 
 export class ScopeMismatch extends AppError {

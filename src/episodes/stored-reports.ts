@@ -17,7 +17,7 @@ import { reportQueue } from '../jobs/queues.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { AppError } from '../errors.ts';
-import { PermissionDenied } from '../core/errors.ts';
+import { assertTenantAdmin } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
 import type { CoverageReport } from '../kiwifs/coverage.ts';
 import { coverageReport, type ReportProgress } from './coverage-report.ts';
@@ -213,12 +213,10 @@ function toSchedule(row: typeof coverageReportSchedules.$inferSelect): Schedule 
   };
 }
 
-function assertAdmin(principal: Principal): void {
-  if (principal.role !== 'admin') throw new PermissionDenied('Nightly reports are scheduled by tenant admins');
-}
+const ADMINS_ONLY = 'Nightly reports are scheduled by tenant admins';
 
 export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<Schedule> {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const { hourUtc = DEFAULT_HOUR_UTC, ...params } = body;
   const values = { cron: cronAt(hourUtc), params: withDefaults(params), principal: caller.principal, updatedAt: sql`clock_timestamp()` };
   return inTenantTransaction(caller, async (tx) => {
@@ -233,14 +231,14 @@ export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<S
 }
 
 export async function getSchedule(caller: Caller): Promise<Schedule> {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const row = await inTenantTransaction(caller, (tx) => findSchedule(tx));
   if (!row) throw new AppError('not-found', 'This tenant has no nightly report; PUT one to schedule it');
   return toSchedule(row);
 }
 
 export async function deleteSchedule(caller: Caller): Promise<void> {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const deleted = await inTenantTransaction(caller, (tx) => tx.delete(coverageReportSchedules).returning({ tenantId: coverageReportSchedules.tenantId }));
   if (deleted.length === 0) throw new AppError('not-found', 'This tenant has no nightly report');
 }

@@ -11,7 +11,6 @@
  */
 import { and, desc, eq, inArray, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import type { Principal } from '../auth/permissions.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
 import { erasures, factEmbeddings, factRevisions, facts, outbox } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
@@ -20,7 +19,7 @@ import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
 import { erasureQueue } from '../jobs/queues.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
-import { FactNotFound, LegalHold, PermissionDenied } from '../core/errors.ts';
+import { assertTenantAdmin, FactNotFound, LegalHold } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
 import { lockNames, targetHash } from '../core/erasure-guard.ts';
 import type { ErasureRequest, ErasureStatus } from './schemas.ts';
@@ -58,9 +57,7 @@ export class ErasureNotFound extends AppError {
   }
 }
 
-function assertAdmin(principal: Principal): void {
-  if (principal.role !== 'admin') throw new PermissionDenied('Erasure is for tenant admins');
-}
+const ADMINS_ONLY = 'Erasure is for tenant admins';
 
 function toStatus(row: ErasureRow): ErasureStatus {
   return {
@@ -92,7 +89,7 @@ export async function requestErasure(
   target: ErasureTarget,
   key: string | undefined,
 ): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   if (!key) throw new ErasureUnavailable();
   return inTenantTransaction(caller, async (tx) => {
     await registerTenant(tx, caller.principal.tenantId);
@@ -120,14 +117,14 @@ export async function requestErasure(
 }
 
 export async function getErasure(caller: Caller, id: string): Promise<ErasureStatus> {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const [row] = await inTenantTransaction(caller, (tx) => tx.select().from(erasures).where(eq(erasures.id, id)));
   if (!row) throw new ErasureNotFound();
   return toStatus(row);
 }
 
 export async function listErasures(caller: Caller, query: { limit?: number | undefined; cursor?: string | undefined }) {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const limit = query.limit ?? 25;
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
   const rows = await inTenantTransaction(caller, (tx) =>
@@ -148,7 +145,7 @@ export async function listErasures(caller: Caller, query: { limit?: number | und
  * for the caller to hand to BullMQ. Only a failed erasure can be resumed.
  */
 export async function resumeErasure(caller: Caller, id: string): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
-  assertAdmin(caller.principal);
+  assertTenantAdmin(caller.principal, ADMINS_ONLY);
   return inTenantTransaction(caller, async (tx) => {
     const [row] = await tx.select().from(erasures).where(eq(erasures.id, id)).for('update');
     if (!row) throw new ErasureNotFound();

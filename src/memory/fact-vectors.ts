@@ -9,7 +9,7 @@
  */
 import { and, eq, gt, inArray, sql } from 'drizzle-orm';
 import { inTenantTransaction, type Caller } from '../core/caller.ts';
-import { PermissionDenied } from '../core/errors.ts';
+import { assertTenantAdmin } from '../core/errors.ts';
 import type { Db, Tx } from '../db/client.ts';
 import { withTenant } from '../db/client.ts';
 import { embeddingModels, factEmbeddings, facts } from '../db/schema.ts';
@@ -217,7 +217,7 @@ export interface ModelStatus extends Coverage {
 
 /** The tenant's embedding coverage per model in use (tenant admins only). */
 export async function embeddingStatus(caller: Caller): Promise<ModelStatus[]> {
-  if (caller.principal.role !== 'admin') throw new PermissionDenied('Embedding status is for tenant admins');
+  assertTenantAdmin(caller.principal, 'Embedding status is for tenant admins');
   return inTenantTransaction(caller, async (tx) =>
     Promise.all(
       (await listModels(tx)).map(async (m) => {

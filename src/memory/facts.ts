@@ -15,7 +15,7 @@ import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { carryEmbeddings } from './fact-vectors.ts';
 import { AppError } from '../errors.ts';
-import { BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
+import { assertTenantAdmin, BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { uuidv7 } from '../core/ids.ts';
 import {
@@ -126,9 +126,7 @@ function assertExpectedVersion(row: FactRow, expectVersion: number | undefined):
 }
 
 function assertLegalHoldChange(principal: Principal, requested: boolean | undefined, current: boolean): void {
-  if (requested !== undefined && requested !== current && principal.role !== 'admin') {
-    throw new PermissionDenied('Only a tenant admin may place or lift a legal hold');
-  }
+  if (requested !== undefined && requested !== current) assertTenantAdmin(principal, 'Only a tenant admin may place or lift a legal hold');
 }
 
 /** Writes the next revision of a locked fact: the current row and its revision row together. */
