@@ -15,7 +15,7 @@ import { registerTenant } from '../db/tenants.ts';
 import { recordOutbox, type OutboxRow } from '../jobs/outbox.ts';
 import { reportQueue } from '../jobs/queues.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
-import { decodeCursor, encodeCursor } from '../core/cursor.ts';
+import { decodeCursor, pageOf } from '../core/cursor.ts';
 import { AppError } from '../errors.ts';
 import { assertTenantAdmin } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
@@ -127,9 +127,7 @@ export async function listReports(caller: Caller, query: { limit?: number | unde
       .where(and(readableBy(caller.principal), after ? lt(coverageReports.id, after) : undefined))
       .orderBy(desc(coverageReports.id))
       .limit(limit + 1);
-    const page = rows.slice(0, limit);
-    const hasMore = rows.length > limit;
-    return { data: page.map(toSummary), hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
+    return pageOf(rows, limit, toSummary);
   });
 }
 

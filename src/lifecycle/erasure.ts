@@ -18,7 +18,7 @@ import { AppError } from '../errors.ts';
 import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
 import { erasureQueue } from '../jobs/queues.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
-import { decodeCursor, encodeCursor } from '../core/cursor.ts';
+import { decodeCursor, pageOf } from '../core/cursor.ts';
 import { assertTenantAdmin, FactNotFound, LegalHold } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
 import { lockNames, targetHash } from '../core/erasure-guard.ts';
@@ -135,9 +135,7 @@ export async function listErasures(caller: Caller, query: { limit?: number | und
       .orderBy(desc(erasures.id))
       .limit(limit + 1),
   );
-  const page = rows.slice(0, limit);
-  const hasMore = rows.length > limit;
-  return { data: page.map(toStatus), hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
+  return pageOf(rows, limit, toStatus);
 }
 
 /**

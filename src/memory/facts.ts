@@ -12,7 +12,7 @@ import { factRevisions, facts } from '../db/schema.ts';
 import { live, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../kiwifs/coverage.ts';
 import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
-import { decodeCursor, encodeCursor } from '../core/cursor.ts';
+import { decodeCursor, pageOf } from '../core/cursor.ts';
 import { carryEmbeddings } from './fact-vectors.ts';
 import { AppError } from '../errors.ts';
 import { assertTenantAdmin, BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
@@ -385,9 +385,7 @@ export async function listFacts(caller: Caller, query: ListQuery): Promise<FactL
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
   return inTenantTransaction(caller, async (tx) => {
     const rows = query.asOf === undefined ? await listCurrent(tx, caller.principal, query, after, limit + 1) : await listAsOf(tx, caller.principal, query, after, limit + 1);
-    const page = rows.slice(0, limit);
-    const hasMore = rows.length > limit;
-    return { data: page, hasMore, nextCursor: hasMore ? encodeCursor(page[page.length - 1]!.id) : null };
+    return pageOf(rows, limit);
   });
 }
 
