@@ -11,6 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { createClient, type ErasureStatus, type ErasureTarget, MnemoError, type MnemoClient } from '../client/index.ts';
+import { fetchWithRetry, NoAnswer } from '../core/retrying-fetch.ts';
 import { apiFlags, asCommand, CommandLineError } from './memory.ts';
 
 const NAME = 'mnemo erase';
@@ -106,25 +107,15 @@ function parse(argv: string[]): Options {
 // ---------------------------------------------------------------------------------------------
 // HTTP: the typed client, with a timeout per request and a network failure as one readable line
 
-const networkCause = (error: unknown): string => {
-  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
-};
-
 function clientFor(baseUrl: string, token: string): MnemoClient {
   return createClient({
     baseUrl,
     token,
-    fetch: async (input, init) => {
-      try {
-        return await fetch(input, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
-      } catch (error) {
-        if (error instanceof DOMException && error.name === 'TimeoutError') {
-          throw new Unreachable(`no answer from ${baseUrl} within ${REQUEST_TIMEOUT_MS / 1000} s`);
-        }
-        throw new Unreachable(`cannot reach ${baseUrl}: ${networkCause(error)}`);
-      }
-    },
+    // Not retried here: a poll that fails is counted by follow(), and a request is sent once.
+    fetch: async (input, init) =>
+      fetchWithRetry(input, init ?? {}, { retries: 0, baseDelayMs: 0, timeoutMs: REQUEST_TIMEOUT_MS }).catch((error: unknown) => {
+        throw error instanceof NoAnswer ? new Unreachable(`cannot reach ${baseUrl}: ${error.message}`) : error;
+      }),
   });
 }
 

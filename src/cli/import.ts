@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
+import { fetchWithRetry, NoAnswer } from '../core/retrying-fetch.ts';
 import { type MemoryKind, memoryKinds, type ProvenanceRef } from '../db/schema/facts.ts';
 import { isEpisodic, mergedFromEntryKey, mergedFromList } from '../kiwifs/coverage.ts';
 import {
@@ -45,8 +46,9 @@ const PROGRESS_EVERY = 100;
 /** The API takes request bodies up to 1 MiB (content up to 64 KiB): a larger file is not even read. */
 const FILE_MAX_BYTES = 1024 * 1024;
 const REQUEST_TIMEOUT_MS = 30_000;
-const ATTEMPTS = 4;
-const RETRY_AFTER_MAX_MS = 30_000;
+const RETRIES = 3;
+/** Retries wait 250–500 ms, 0.5–1 s, then 1–2 s: time for a restarting API to come back. */
+const RETRY_BASE_DELAY_MS = 500;
 
 const ENTRY_FIELDS = ['type', 'id', 'path', 'date', 'actor', 'note'] as const;
 
@@ -143,51 +145,27 @@ export function draftFact(path: string, file: ParsedFile, episodesPrefix: string
 /** The API cannot be used at all (unreachable after retries, or not the Mnemo API): nothing else will work either. */
 class StopImport extends Error {}
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const backoff = (attempt: number) => 250 * 2 ** (attempt - 1);
-
-function retryAfterMs(response: Response): number | undefined {
-  const header = response.headers.get('retry-after');
-  if (!header) return undefined;
-  const seconds = Number(header);
-  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(header) - Date.now();
-  return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), RETRY_AFTER_MAX_MS) : undefined;
-}
-
-const networkCause = (error: unknown): string => {
-  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
-};
-
 /**
- * fetch with a timeout, retrying what may be retried: network failures, 429/502/503/504 and a
+ * fetch with a timeout, asking again what may be asked again: no answer, 429/502/503/504 and a
  * request still in flight under its idempotency key. Every write carries an `Idempotency-Key`,
  * so a retry never writes twice. `onResponse` sees the response the caller gets.
  */
 function retryingFetch(url: string, onResponse?: (response: Response) => void): typeof fetch {
   return async (input, init) => {
-    for (let attempt = 1; ; attempt++) {
-      let response: Response;
-      try {
-        response = await fetch(input, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
-      } catch (error) {
-        if (attempt >= ATTEMPTS) throw new StopImport(`cannot reach ${url}: ${networkCause(error)}`);
-        await sleep(backoff(attempt));
-        continue;
-      }
-      const retry =
-        attempt < ATTEMPTS &&
-        ([429, 502, 503, 504].includes(response.status) ||
-          (response.status === 409 && (await response.clone().text()).includes('"idempotency-in-flight"')));
-      if (!retry) {
-        onResponse?.(response);
-        return response;
-      }
-      await response.body?.cancel();
-      await sleep(retryAfterMs(response) ?? backoff(attempt));
+    let response: Response;
+    try {
+      response = await fetchWithRetry(input, init ?? {}, { retries: RETRIES, baseDelayMs: RETRY_BASE_DELAY_MS, timeoutMs: REQUEST_TIMEOUT_MS, retryable: askAgain });
+    } catch (error) {
+      if (error instanceof NoAnswer) throw new StopImport(`cannot reach ${url}: ${error.message}`);
+      throw error;
     }
+    onResponse?.(response);
+    return response;
   };
 }
+
+const askAgain = async (response: Response) =>
+  [429, 502, 503, 504].includes(response.status) || (response.status === 409 && (await response.clone().text()).includes('"idempotency-in-flight"'));
 
 const idempotencyKey = (request: unknown) => `mnemo-import-${createHash('sha256').update(canonicalJson(request)).digest('hex')}`;
 

@@ -1,3 +1,4 @@
+import { fetchWithRetry, isRetryableStatus, NoAnswer } from '../core/retrying-fetch.ts';
 import { redactUrl } from '../redact.ts';
 import type { Logger } from '../log.ts';
 import {
@@ -38,12 +39,8 @@ export interface OpenAICompatOptions {
   logger?: Logger;
 }
 
-/** A Retry-After longer than this is not waited for in full: the job's own retry takes over. */
-const MAX_DELAY_MS = 30_000;
 /** How much of an endpoint's error text goes into an error message. */
 const MAX_ERROR_TEXT = 300;
-
-type Attempt = { ok: true; vectors: number[][] } | { ok: false; reason: string; retryAfterMs?: number; cause?: unknown };
 
 export function createOpenAICompatProvider(options: OpenAICompatOptions): EmbeddingProvider {
   const {
@@ -68,61 +65,42 @@ export function createOpenAICompatProvider(options: OpenAICompatOptions): Embedd
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
 
-  async function attempt(input: readonly string[], signal: AbortSignal | undefined): Promise<Attempt> {
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, timeoutMs);
-    const forwardAbort = () => controller.abort(signal!.reason);
-    signal?.addEventListener('abort', forwardAbort, { once: true });
-    // A failure to connect, the timeout, or a body cut off mid-read: all retryable, unless the caller aborted.
-    const transportFailure = (error: unknown): Attempt => {
-      if (signal?.aborted) throw signal.reason;
-      return timedOut
-        ? { ok: false, reason: `no complete answer within ${timeoutMs} ms` }
-        : { ok: false, reason: `could not reach the endpoint: ${describeNetworkError(error)}`, cause: error };
-    };
-    try {
-      let response: Response;
-      let text: string;
-      try {
-        response = await fetchImpl(endpoint, { method: 'POST', headers, body: JSON.stringify({ model, input }), signal: controller.signal });
-        text = await response.text();
-      } catch (error) {
-        return transportFailure(error);
-      }
-      if (response.ok) return { ok: true, vectors: parseEmbeddings(text, input.length, shownEndpoint) };
-      const detail = `${shownEndpoint} answered ${response.status}: ${errorText(text) || response.statusText}`;
-      if (isRetryableStatus(response.status)) {
-        return { ok: false, reason: detail, retryAfterMs: parseRetryAfter(response.headers.get('retry-after')) };
-      }
-      if (response.status === 404 && isModelNotFound(text)) {
-        throw new EmbeddingModelNotFound(
-          `The embeddings endpoint has no model "${model}" (check KINDGI_MEMORY_EMBEDDINGS_MODEL, or the model's name on the endpoint): ${detail}`,
-          { status: response.status },
-        );
-      }
-      throw new EmbeddingRequestRejected(detail, { status: response.status });
-    } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', forwardAbort);
-    }
-  }
+  const answered = (response: Response, text: string) => `${shownEndpoint} answered ${response.status}: ${errorText(text) || response.statusText}`;
 
   async function request(input: readonly string[], signal: AbortSignal | undefined): Promise<number[][]> {
-    for (let retry = 0; ; retry++) {
-      signal?.throwIfAborted();
-      const outcome = await attempt(input, signal);
-      if (outcome.ok) return outcome.vectors;
-      if (retry >= maxRetries) {
-        throw new EmbeddingsUnavailable(`Embeddings endpoint unavailable (${describe}) after ${retry + 1} attempts: ${outcome.reason}`, { cause: outcome.cause });
-      }
-      const delayMs = outcome.retryAfterMs ?? backoff(retry, baseDelayMs);
-      logger?.warn('embeddings request failed, retrying', { endpoint: shownEndpoint, attempt: retry + 1, delayMs, reason: outcome.reason });
-      await sleep(delayMs, signal);
+    let response: Response;
+    try {
+      response = await fetchWithRetry(
+        endpoint,
+        { method: 'POST', headers, body: JSON.stringify({ model, input }), signal },
+        {
+          retries: maxRetries,
+          baseDelayMs,
+          timeoutMs,
+          fetch: fetchImpl,
+          onRetry: async (retry) => {
+            const reason = retry.response ? answered(retry.response, await retry.response.text()) : noAnswer(retry.failure!);
+            logger?.warn('embeddings request failed, retrying', { endpoint: shownEndpoint, attempt: retry.attempt, delayMs: retry.delayMs, reason });
+          },
+        },
+      );
+    } catch (error) {
+      if (!(error instanceof NoAnswer)) throw error;
+      throw new EmbeddingsUnavailable(`Embeddings endpoint unavailable (${describe}) after ${error.attempts} attempts: ${noAnswer(error)}`, { cause: error.cause });
     }
+    const text = await response.text();
+    if (response.ok) return parseEmbeddings(text, input.length, shownEndpoint);
+    const detail = answered(response, text);
+    if (isRetryableStatus(response.status)) {
+      throw new EmbeddingsUnavailable(`Embeddings endpoint unavailable (${describe}) after ${maxRetries + 1} attempts: ${detail}`);
+    }
+    if (response.status === 404 && isModelNotFound(text)) {
+      throw new EmbeddingModelNotFound(
+        `The embeddings endpoint has no model "${model}" (check KINDGI_MEMORY_EMBEDDINGS_MODEL, or the model's name on the endpoint): ${detail}`,
+        { status: response.status },
+      );
+    }
+    throw new EmbeddingRequestRejected(detail, { status: response.status });
   }
 
   return {
@@ -157,6 +135,9 @@ export function embeddingsEndpoint(url: string): string {
   return parsed.toString();
 }
 
+/** A failure to connect, the timeout, or a body cut off mid-read, in the words of the error messages. */
+const noAnswer = (failure: NoAnswer) => (failure.timedOut ? failure.message : `could not reach the endpoint: ${failure.message}`);
+
 function checkUrl(url: string): void {
   let parsed: URL;
   try {
@@ -167,53 +148,6 @@ function checkUrl(url: string): void {
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`Embeddings URL must be http or https: ${redactUrl(url)}`);
   // fetch refuses such URLs on every request; saying so once, at startup, is clearer.
   if (parsed.username || parsed.password) throw new TypeError('Embeddings URL must not contain credentials; the key goes in KINDGI_MEMORY_EMBEDDINGS_API_KEY');
-}
-
-function isRetryableStatus(status: number): boolean {
-  return status === 408 || status === 425 || status === 429 || status >= 500;
-}
-
-/** Retry-After in seconds or as an HTTP date; undefined when absent or unreadable, so backoff applies. */
-function parseRetryAfter(header: string | null, now = Date.now()): number | undefined {
-  if (header === null) return undefined;
-  const value = header.trim();
-  let ms: number;
-  if (/^\d+$/.test(value)) ms = Number(value) * 1000;
-  else {
-    const date = Date.parse(value);
-    if (Number.isNaN(date)) return undefined;
-    ms = date - now;
-  }
-  return Math.min(Math.max(ms, 0), MAX_DELAY_MS);
-}
-
-/** Exponential with "equal jitter": half the delay fixed, half random, so clients that failed together spread out. */
-function backoff(retry: number, baseDelayMs: number): number {
-  const delay = Math.min(baseDelayMs * 2 ** retry, MAX_DELAY_MS);
-  return delay / 2 + Math.random() * (delay / 2);
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** Node's fetch says only "fetch failed"; the useful part (ECONNREFUSED, ENOTFOUND…) is in its cause. */
-function describeNetworkError(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const cause = error.cause as { code?: unknown; message?: unknown } | undefined;
-  const detail = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : undefined;
-  return detail ? `${error.message} (${detail})` : error.message;
 }
 
 /** The message out of an OpenAI-style `{error: {message}}`, Ollama/TEI `{error: "…"}` or vLLM `{message}` body, else the raw text; one line, truncated. */
