@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { draftFact } from '../../src/cli/import.ts';
 import { buildReport } from '../../src/kiwifs/coverage.ts';
+import { draftFact } from '../../src/kiwifs/facts-from-files.ts';
 import {
   assertKnowledgeRoot,
   KnowledgeFolderError,
