@@ -4,33 +4,23 @@
  * or SIGINT. It answers to use-lite-512 and to each --alias (the same model, for trying a model
  * switch); any other model name gets OpenAI's 404 model_not_found.
  */
-import { parseArgs } from 'node:util';
 import { LOCAL_DEFAULT_PORT, type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../embeddings/local-server.ts';
-
-/** A bad option; main.ts reports ERR_PARSE_ARGS errors as usage errors (exit 2). */
-class OptionError extends Error {
-  readonly code = 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE';
-}
+import { parseFlags, UsageError } from './args.ts';
 
 export async function embeddingsServer(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      port: { type: 'string', default: String(LOCAL_DEFAULT_PORT) },
-      host: { type: 'string', default: '127.0.0.1' },
-      alias: { type: 'string', multiple: true, default: [] },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = parseFlags(argv, {
+    port: { type: 'string', default: String(LOCAL_DEFAULT_PORT) },
+    host: { type: 'string', default: '127.0.0.1' },
+    alias: { type: 'string', multiple: true, default: [] },
   });
   const port = Number(values.port);
   if (!/^\d+$/.test(values.port) || !Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new OptionError('embeddings-server: --port must be a port number (0 to 65535)');
+    throw new UsageError('embeddings-server: --port must be a port number (0 to 65535)');
   }
   const host = values.host.trim();
-  if (!host) throw new OptionError('embeddings-server: --host must not be empty');
+  if (!host) throw new UsageError('embeddings-server: --host must not be empty');
   const aliases = values.alias.map((alias) => alias.trim());
-  if (aliases.some((alias) => alias === '')) throw new OptionError('embeddings-server: --alias must not be empty');
+  if (aliases.some((alias) => alias === '')) throw new UsageError('embeddings-server: --alias must not be empty');
 
   // Listen for the signals before the model loads (a few seconds), so a stop meanwhile is clean too.
   let signalled = false;

@@ -9,10 +9,9 @@
  * cannot be reached; 2 a command line that cannot run; 130 stopped following (Ctrl-C; the
  * erasure goes on).
  */
-import { parseArgs } from 'node:util';
 import { createClient, type ErasureStatus, type ErasureTarget, MnemoError, type MnemoClient } from '../client/index.ts';
 import { fetchWithRetry, NoAnswer } from '../core/retrying-fetch.ts';
-import { apiFlags, asCommand, CommandLineError } from './memory.ts';
+import { API_OPTIONS, apiFlags, asCommand, CommandFailed, exitCodes, noAnswerFrom, parseFlags, UsageError } from './args.ts';
 
 const NAME = 'mnemo erase';
 const POLL_MS = 500;
@@ -27,8 +26,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type Erasure = Pick<ErasureStatus, 'id' | 'status' | 'factsErased' | 'revisionsErased' | 'embeddingsDeleted' | 'error'>;
 
-/** The API cannot be reached (or took too long): one line, exit code 1. */
-class Unreachable extends Error {}
+/** The API cannot be reached, took too long, or is not the Mnemo API: one line, exit code 1. */
+class Unreachable extends CommandFailed {}
 
 // ---------------------------------------------------------------------------------------------
 // The command line
@@ -39,7 +38,7 @@ export function parseSubject(value: string): { kind: (typeof SUBJECT_KINDS)[numb
   const kind = colon < 0 ? '' : value.slice(0, colon);
   const id = colon < 0 ? '' : value.slice(colon + 1);
   if (!(SUBJECT_KINDS as readonly string[]).includes(kind) || id.trim() === '') {
-    throw new CommandLineError(`--subject must be kind:id with kind participant or external, e.g. participant:end-9 (got "${value}")`);
+    throw new UsageError(`--subject must be kind:id with kind participant or external, e.g. participant:end-9 (got "${value}")`);
   }
   return { kind: kind as (typeof SUBJECT_KINDS)[number], id };
 }
@@ -54,20 +53,14 @@ interface Options {
 }
 
 function parse(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      url: { type: 'string' },
-      token: { type: 'string' },
-      // Repeatable, so a second target given as the same flag is counted (and refused), not silently kept.
-      subject: { type: 'string', multiple: true },
-      conversation: { type: 'string', multiple: true },
-      fact: { type: 'string', multiple: true },
-      resume: { type: 'string', multiple: true },
-      'no-wait': { type: 'boolean', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = parseFlags(argv, {
+    ...API_OPTIONS,
+    // Repeatable, so a second target given as the same flag is counted (and refused), not silently kept.
+    subject: { type: 'string', multiple: true },
+    conversation: { type: 'string', multiple: true },
+    fact: { type: 'string', multiple: true },
+    resume: { type: 'string', multiple: true },
+    'no-wait': { type: 'boolean', default: false },
   });
   const subjects = values.subject ?? [];
   const conversations = values.conversation ?? [];
@@ -75,10 +68,10 @@ function parse(argv: string[]): Options {
   const resumes = values.resume ?? [];
   const targets = subjects.length + conversations.length + factIds.length;
 
-  if (resumes.length > 1) throw new CommandLineError('--resume takes one erasure id');
-  if (resumes.length === 1 && targets > 0) throw new CommandLineError('--resume takes no target: it runs the erasure again on what it was asked to erase');
+  if (resumes.length > 1) throw new UsageError('--resume takes one erasure id');
+  if (resumes.length === 1 && targets > 0) throw new UsageError('--resume takes no target: it runs the erasure again on what it was asked to erase');
   if (resumes.length === 0 && targets !== 1) {
-    throw new CommandLineError(
+    throw new UsageError(
       `${targets === 0 ? 'name what to erase' : 'name only one thing to erase'}: one of --subject participant:ID, --subject external:ID, --conversation ID, --fact UUID (or --resume ERASURE_ID)`,
     );
   }
@@ -86,7 +79,7 @@ function parse(argv: string[]): Options {
   const common = { ...apiFlags(values, "a tenant admin's bearer token"), wait: !values['no-wait'] };
   const [resume] = resumes;
   if (resume !== undefined) {
-    if (!UUID.test(resume)) throw new CommandLineError(`--resume must be an erasure id (a UUID, as mnemo erase printed it; got "${resume}")`);
+    if (!UUID.test(resume)) throw new UsageError(`--resume must be an erasure id (a UUID, as mnemo erase printed it; got "${resume}")`);
     return { ...common, what: { resume } };
   }
   const [subject] = subjects;
@@ -96,11 +89,11 @@ function parse(argv: string[]): Options {
   }
   const [conversation] = conversations;
   if (conversation !== undefined) {
-    if (conversation.trim() === '') throw new CommandLineError('--conversation must name a conversation (a thread id)');
+    if (conversation.trim() === '') throw new UsageError('--conversation must name a conversation (a thread id)');
     return { ...common, what: { target: { kind: 'conversation', id: conversation }, label: `conversation ${conversation}` } };
   }
   const factId = factIds[0]!;
-  if (!UUID.test(factId)) throw new CommandLineError(`--fact must be a fact id (a UUID; got "${factId}")`);
+  if (!UUID.test(factId)) throw new UsageError(`--fact must be a fact id (a UUID; got "${factId}")`);
   return { ...common, what: { target: { kind: 'fact', id: factId }, label: `fact ${factId}` } };
 }
 
@@ -114,7 +107,7 @@ function clientFor(baseUrl: string, token: string): MnemoClient {
     // Not retried here: a poll that fails is counted by follow(), and a request is sent once.
     fetch: async (input, init) =>
       fetchWithRetry(input, init ?? {}, { retries: 0, baseDelayMs: 0, timeoutMs: REQUEST_TIMEOUT_MS }).catch((error: unknown) => {
-        throw error instanceof NoAnswer ? new Unreachable(`cannot reach ${baseUrl}: ${error.message}`) : error;
+        throw error instanceof NoAnswer ? new Unreachable(noAnswerFrom(baseUrl, error)) : error;
       }),
   });
 }
@@ -192,24 +185,7 @@ function describeFailure(options: Options, erasure: Erasure): string {
 // The command
 
 export async function erase(argv: string[]): Promise<void> {
-  return asCommand(NAME, async () => {
-    const options = parse(argv);
-    try {
-      await run(options);
-    } catch (error) {
-      if (error instanceof MnemoError) {
-        process.stderr.write(`${NAME}: ${error.code}: ${error.message}${error.requestId ? ` [request ${error.requestId}]` : ''}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      if (error instanceof Unreachable) {
-        process.stderr.write(`${NAME}: ${error.message}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      throw error;
-    }
-  });
+  return asCommand(NAME, () => run(parse(argv)));
 }
 
 async function run(options: Options): Promise<void> {
@@ -279,7 +255,7 @@ async function follow(options: Options, get: (id: string) => Promise<Erasure>, i
         if (erasure.status === 'failed') {
           bar.end();
           process.stderr.write(describeFailure(options, erasure));
-          process.exitCode = 1;
+          process.exitCode = exitCodes.failed;
           return;
         }
         bar.draw(erasure);
@@ -292,7 +268,7 @@ async function follow(options: Options, get: (id: string) => Promise<Erasure>, i
       if (interrupted) {
         bar.end();
         process.stderr.write(`${NAME}: stopped following; erasure ${id} goes on (mnemo erase --resume ${id} … follows it again)\n`);
-        process.exitCode = 130;
+        process.exitCode = exitCodes.interrupted;
         return;
       }
     }

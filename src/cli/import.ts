@@ -13,15 +13,16 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isDeepStrictEqual, parseArgs } from 'node:util';
+import { isDeepStrictEqual } from 'node:util';
 import { createClient, type Fact, type FactList, MnemoError, type MnemoClient, type WriteFactInput } from '../client/index.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { fetchWithRetry, NoAnswer } from '../core/retrying-fetch.ts';
 import type { ProvenanceRef } from '../db/schema/facts.ts';
 import { type Draft, draftFact, mergedFromChanges } from '../kiwifs/facts-from-files.ts';
-import { assertKnowledgeRoot, readKnowledgeFile, resolveEpisodesPrefix, walkKnowledgeFiles } from '../kiwifs/files.ts';
+import { readKnowledgeFile, walkKnowledgeFiles } from '../kiwifs/files.ts';
 import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
-import { apiFlags, asCommand, CommandLineError } from './memory.ts';
+import { API_OPTIONS, apiFlags, asCommand, exitCodes, noAnswerFrom, parseFlags, UsageError } from './args.ts';
+import { knowledgeFolder } from './memory.ts';
 
 const DEFAULT_TYPE = 'kiwi.page';
 /** Files imported at once: looked up in parallel, new ones written in batches. */
@@ -55,7 +56,7 @@ function retryingFetch(url: string, onResponse?: (response: Response) => void): 
     try {
       response = await fetchWithRetry(input, init ?? {}, { retries: RETRIES, baseDelayMs: RETRY_BASE_DELAY_MS, timeoutMs: REQUEST_TIMEOUT_MS, retryable: askAgain });
     } catch (error) {
-      if (error instanceof NoAnswer) throw new StopImport(`cannot reach ${url}: ${error.message}`);
+      if (error instanceof NoAnswer) throw new StopImport(noAnswerFrom(url, error));
       throw error;
     }
     onResponse?.(response);
@@ -333,29 +334,21 @@ export async function importFolder(argv: string[]): Promise<void> {
 }
 
 async function run(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      root: { type: 'string' },
-      url: { type: 'string' },
-      token: { type: 'string' },
-      type: { type: 'string', default: DEFAULT_TYPE },
-      'episodes-prefix': { type: 'string' },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = parseFlags(argv, {
+    ...API_OPTIONS,
+    root: { type: 'string' },
+    type: { type: 'string', default: DEFAULT_TYPE },
+    'episodes-prefix': { type: 'string' },
   });
-  if (!values.root) throw new CommandLineError('--root is required (the knowledge folder, e.g. --root ./knowledge)');
   const { baseUrl, token } = apiFlags(values, 'a bearer token allowed to write tenant-wide facts');
   const type = FactTypeSchema.safeParse(values.type);
-  if (!type.success) throw new CommandLineError(`--type ${type.error.issues[0]?.message ?? 'is not a fact type'} (got "${values.type}")`);
-  await assertKnowledgeRoot(values.root);
-  const { prefix } = await resolveEpisodesPrefix(values.root, values['episodes-prefix']);
+  if (!type.success) throw new UsageError(`--type ${type.error.issues[0]?.message ?? 'is not a fact type'} (got "${values.type}")`);
+  const { root, prefix } = await knowledgeFolder(values);
 
   const importer: Importer = {
-    root: values.root,
+    root,
     type: type.data,
-    episodesPrefix: prefix,
+    episodesPrefix: prefix.prefix,
     url: baseUrl,
     token,
     client: createClient({ baseUrl, token, fetch: retryingFetch(baseUrl) }),
@@ -363,8 +356,8 @@ async function run(argv: string[]): Promise<void> {
 
   // Paths only (small); each file is read when its turn comes.
   const paths: string[] = [];
-  for await (const path of walkKnowledgeFiles(values.root)) paths.push(path);
-  process.stderr.write(`mnemo import: ${paths.length} markdown files from ${values.root} to ${baseUrl} as ${importer.type}\n`);
+  for await (const path of walkKnowledgeFiles(root)) paths.push(path);
+  process.stderr.write(`mnemo import: ${paths.length} markdown files from ${root} to ${baseUrl} as ${importer.type}\n`);
 
   const outcomes: (Outcome | undefined)[] = new Array(paths.length);
   const counts: Counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
@@ -416,5 +409,5 @@ async function run(argv: string[]): Promise<void> {
     process.stderr.write(`mnemo import: stopped after ${done} of ${paths.length} files: ${fatal}\n`);
   }
   process.stdout.write(`${summary(counts)}\n`);
-  if (fatal !== undefined || counts.failed > 0) process.exitCode = 1;
+  if (fatal !== undefined || counts.failed > 0) process.exitCode = exitCodes.failed;
 }

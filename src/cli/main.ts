@@ -1,9 +1,9 @@
-import { parseArgs } from 'node:util';
-import { ConfigError, loadMigrateConfig, loadTokenSecret } from '../config.ts';
+import { loadMigrateConfig, loadTokenSecret } from '../config.ts';
 import { loadEnvFile } from '../env-file.ts';
 import { migrate } from '../db/migrate.ts';
 import { mintDevToken } from '../auth/dev-token.ts';
 import { roles } from '../auth/claims.ts';
+import { asCommand, parseFlags, runCli, UsageError } from './args.ts';
 
 const usage = `Usage: mnemo <command> [options]
 
@@ -55,8 +55,6 @@ Commands:
       --no-wait           print the erasure id and exit without following it
 `;
 
-class UsageError extends Error {}
-
 const list = (value: string | undefined) =>
   value
     ? value
@@ -66,30 +64,26 @@ const list = (value: string | undefined) =>
     : [];
 
 async function token(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      tenant: { type: 'string' },
-      sub: { type: 'string' },
-      role: { type: 'string' },
-      'projects-read': { type: 'string' },
-      'projects-write': { type: 'string' },
-      'orgs-read': { type: 'string' },
-      'orgs-write': { type: 'string' },
-      ttl: { type: 'string', default: '3600' },
-      json: { type: 'boolean', default: false },
-    },
-    strict: true,
+  const values = parseFlags(argv, {
+    tenant: { type: 'string' },
+    sub: { type: 'string' },
+    role: { type: 'string' },
+    'projects-read': { type: 'string' },
+    'projects-write': { type: 'string' },
+    'orgs-read': { type: 'string' },
+    'orgs-write': { type: 'string' },
+    ttl: { type: 'string', default: '3600' },
+    json: { type: 'boolean', default: false },
   });
   for (const name of ['tenant', 'sub', 'role'] as const) {
-    if (!values[name]) throw new UsageError(`mnemo token: --${name} is required`);
+    if (!values[name]) throw new UsageError(`--${name} is required`);
   }
   if (!(roles as readonly string[]).includes(values.role!)) {
-    throw new UsageError(`mnemo token: --role must be one of ${roles.join(', ')}`);
+    throw new UsageError(`--role must be one of ${roles.join(', ')}`);
   }
   const ttlSeconds = Number(values.ttl);
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) {
-    throw new UsageError('mnemo token: --ttl must be a whole number of seconds, at least 1');
+    throw new UsageError('--ttl must be a whole number of seconds, at least 1');
   }
   const now = new Date();
   const { token, claims } = await mintDevToken({
@@ -116,8 +110,8 @@ async function runMigrate(): Promise<void> {
 }
 
 async function exportDataDir(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { out: { type: 'string' } }, strict: true });
-  if (!values.out) throw new UsageError('mnemo export: --out FILE is required');
+  const values = parseFlags(argv, { out: { type: 'string' } });
+  if (!values.out) throw new UsageError('--out FILE is required');
   const [{ exportEmbedded }, { resolveDataDir, displayDataDir }] = await Promise.all([import('../embedded/move.ts'), import('../embedded/data-dir.ts')]);
   const dataDir = resolveDataDir(process.env);
   const header = await exportEmbedded({ dataDir, out: values.out, log: (message) => process.stderr.write(`${message}\n`) });
@@ -126,10 +120,10 @@ async function exportDataDir(argv: string[]): Promise<void> {
 }
 
 async function restoreExport(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { in: { type: 'string' } }, strict: true });
-  if (!values.in) throw new UsageError('mnemo restore: --in FILE is required');
+  const values = parseFlags(argv, { in: { type: 'string' } });
+  if (!values.in) throw new UsageError('--in FILE is required');
   if (!process.env.DATABASE_ADMIN_URL && !process.env.DATABASE_URL) {
-    throw new UsageError('mnemo restore: set DATABASE_ADMIN_URL (a superuser of the target database), else DATABASE_URL');
+    throw new UsageError('set DATABASE_ADMIN_URL (a superuser of the target database), else DATABASE_URL');
   }
   const { adminUrl } = loadMigrateConfig(process.env);
   const { restore } = await import('../embedded/move.ts');
@@ -151,11 +145,11 @@ async function main(argv: string[]): Promise<void> {
     case 'migrate':
       return runMigrate();
     case 'token':
-      return token(rest);
+      return asCommand('mnemo token', () => token(rest));
     case 'export':
-      return exportDataDir(rest);
+      return asCommand('mnemo export', () => exportDataDir(rest));
     case 'restore':
-      return restoreExport(rest);
+      return asCommand('mnemo restore', () => restoreExport(rest));
     case 'reembed':
       return (await import('./reembed.ts')).reembed(rest);
     case 'embeddings-server':
@@ -173,19 +167,8 @@ async function main(argv: string[]): Promise<void> {
       process.stdout.write(usage);
       return;
     default:
-      throw new UsageError(`mnemo: unknown command "${command}"\n\n${usage}`);
+      throw new UsageError(`unknown command "${command}"\n\n${usage}`);
   }
 }
 
-main(process.argv.slice(2)).catch((error: unknown) => {
-  if (error instanceof UsageError || error instanceof ConfigError) {
-    process.stderr.write(`${error.message}\n`);
-    process.exit(2);
-  }
-  if (error instanceof Error && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
-    process.stderr.write(`mnemo: ${error.message}\n`);
-    process.exit(2);
-  }
-  process.stderr.write(`mnemo: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-});
+runCli(() => main(process.argv.slice(2)));

@@ -4,7 +4,6 @@
  * active one keeps serving search), queues the backfill, and with --watch shows its progress
  * until the worker switches search to the new model. The worker does the embedding.
  */
-import { parseArgs } from 'node:util';
 import { eq } from 'drizzle-orm';
 import { ConfigError, loadConfig, serverConnections } from '../config.ts';
 import { assertRestrictedRole, connect, type Db, UnsafeDatabaseRoleError } from '../db/client.ts';
@@ -15,6 +14,7 @@ import { reembedJobId, scheduleBackfill } from '../jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, reembedQueue } from '../jobs/queues.ts';
 import { createRedis } from '../jobs/redis.ts';
 import { type Coverage, ensureConfiguredModel, totalCoverage } from '../memory/fact-vectors.ts';
+import { exitCodes, parseFlags } from './args.ts';
 
 const POLL_MS = 1000;
 /** How long to wait for Redis to answer before giving up. */
@@ -45,14 +45,9 @@ async function modelState(db: Db, model: string): Promise<ModelState | undefined
 }
 
 export async function reembed(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      watch: { type: 'boolean', default: false },
-      'no-start': { type: 'boolean', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = parseFlags(argv, {
+    watch: { type: 'boolean', default: false },
+    'no-start': { type: 'boolean', default: false },
   });
   const config = loadConfig(process.env, 'worker');
   if (config.embeddings.kind !== 'openai-compat') {
@@ -146,7 +141,7 @@ export async function reembed(argv: string[]): Promise<void> {
         if (interrupted) {
           bar.end();
           process.stderr.write(`stopped watching; the worker goes on with the backfill of ${model}\n`);
-          process.exitCode = 130;
+          process.exitCode = exitCodes.interrupted;
           return;
         }
       }

@@ -155,7 +155,7 @@ describe('mnemo erase', () => {
       [['--subject', 'participant:a', '--token', 't'], /^mnemo erase: --url is required/],
       [['--subject', 'participant:a', '--url', 'ftp://x', '--token', 't'], /^mnemo erase: --url must be an http\(s\) URL/],
       [['--subject', 'participant:a', '--url', url], /^mnemo erase: --token is required/],
-      [['--subject', 'participant:a', '--url', url, '--token', 't', '--force'], /^mnemo: Unknown option '--force'/],
+      [['--subject', 'participant:a', '--url', url, '--token', 't', '--force'], /^mnemo erase: Unknown option '--force'/],
     ];
     const results = await Promise.all(cases.map(([args]) => mnemo(args)));
     cases.forEach(([args, message], i) => {
