@@ -12,6 +12,7 @@
 import { createClient, type ErasureStatus, type ErasureTarget, MnemoError, type MnemoClient } from '../client/index.ts';
 import { fetchWithRetry, NoAnswer } from '../core/retrying-fetch.ts';
 import { API_OPTIONS, apiFlags, asCommand, CommandFailed, exitCodes, noAnswerFrom, parseFlags, UsageError } from './args.ts';
+import { pollUntilDone, type ProgressView, progressLine } from './progress.ts';
 
 const NAME = 'mnemo erase';
 const POLL_MS = 500;
@@ -130,33 +131,12 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
 const counts = (e: Erasure) =>
   `${plural(e.factsErased ?? 0, 'fact')}, ${plural(e.revisionsErased ?? 0, 'revision')}, ${plural(e.embeddingsDeleted ?? 0, 'vector')}`;
 
-/** On a terminal one line redrawn in place; elsewhere (logs, CI) a line when the counts change. */
-function progress() {
-  const tty = process.stderr.isTTY === true;
-  let last = '';
-  let open = false;
-  return {
-    draw(erasure: Erasure) {
-      const now = counts(erasure);
-      if (tty) {
-        process.stderr.write(`\r\x1b[2Kerasing… ${now}`);
-        open = true;
-      } else if (now !== last && erasure.status !== 'pending') {
-        process.stderr.write(`erasing… ${now}\n`);
-      }
-      last = now;
-    },
-    /** A line of its own, keeping the progress line intact. */
-    note(text: string) {
-      this.end();
-      process.stderr.write(`${text}\n`);
-    },
-    end() {
-      if (open) process.stderr.write('\r\x1b[2K');
-      open = false;
-    },
-  };
-}
+/** On a terminal the counts redrawn in place; elsewhere (logs, CI) a line each time they grow. */
+export const erasing: ProgressView<Erasure> = {
+  line: (erasure) => `erasing… ${counts(erasure)}`,
+  logLine: (erasure) => `erasing… ${counts(erasure)}`,
+  milestone: (e) => (e.status === 'pending' ? undefined : (e.factsErased ?? 0) + (e.revisionsErased ?? 0) + (e.embeddingsDeleted ?? 0)),
+};
 
 function resumeCommand(options: Options, id: string): string {
   return `mnemo erase --resume ${id} --url ${options.baseUrl}${options.tokenFromFlag ? ' --token …' : ''}`;
@@ -223,18 +203,14 @@ async function run(options: Options): Promise<void> {
 
 /** Polls the erasure until it has completed (exit 0) or failed (exit 1). */
 async function follow(options: Options, get: (id: string) => Promise<Erasure>, id: string): Promise<void> {
-  const bar = progress();
-  let interrupted = false;
-  const onInterrupt = () => {
-    interrupted = true;
-  };
-  process.once('SIGINT', onInterrupt);
+  const bar = progressLine(erasing);
   const since = Date.now();
   let hinted = false;
   let failures = 0;
-  try {
-    for (;;) {
-      let erasure: Erasure | undefined;
+  await pollUntilDone(
+    POLL_MS,
+    async () => {
+      let erasure: Erasure;
       try {
         erasure = await get(id);
         failures = 0;
@@ -245,34 +221,29 @@ async function follow(options: Options, get: (id: string) => Promise<Erasure>, i
           if (error instanceof Error) error.message += ` (while following erasure ${id}; it goes on without this command)`;
           throw error;
         }
+        return false;
       }
-      if (erasure) {
-        if (erasure.status === 'completed') {
-          bar.end();
-          process.stdout.write(`erasure ${id} completed: erased ${counts(erasure)}\n`);
-          return;
-        }
-        if (erasure.status === 'failed') {
-          bar.end();
-          process.stderr.write(describeFailure(options, erasure));
-          process.exitCode = exitCodes.failed;
-          return;
-        }
-        bar.draw(erasure);
-        if (!hinted && erasure.status === 'pending' && Date.now() - since > NO_WORKER_HINT_MS) {
-          hinted = true;
-          bar.note(`${NAME}: erasure ${id} is still pending: is a worker (mnemo worker) running?`);
-        }
-      }
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-      if (interrupted) {
+      if (erasure.status === 'completed') {
         bar.end();
-        process.stderr.write(`${NAME}: stopped following; erasure ${id} goes on (mnemo erase --resume ${id} … follows it again)\n`);
-        process.exitCode = exitCodes.interrupted;
-        return;
+        process.stdout.write(`erasure ${id} completed: erased ${counts(erasure)}\n`);
+        return true;
       }
-    }
-  } finally {
-    process.off('SIGINT', onInterrupt);
-  }
+      if (erasure.status === 'failed') {
+        bar.end();
+        process.stderr.write(describeFailure(options, erasure));
+        process.exitCode = exitCodes.failed;
+        return true;
+      }
+      bar.draw(erasure);
+      if (!hinted && erasure.status === 'pending' && Date.now() - since > NO_WORKER_HINT_MS) {
+        hinted = true;
+        bar.note(`${NAME}: erasure ${id} is still pending: is a worker (mnemo worker) running?`);
+      }
+      return false;
+    },
+    () => {
+      bar.end();
+      process.stderr.write(`${NAME}: stopped following; erasure ${id} goes on (mnemo erase --resume ${id} … follows it again)\n`);
+    },
+  );
 }

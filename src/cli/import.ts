@@ -23,6 +23,7 @@ import { readKnowledgeFile, walkKnowledgeFiles } from '../kiwifs/files.ts';
 import { FactTypeSchema, PROVENANCE_MAX } from '../memory/schemas.ts';
 import { API_OPTIONS, apiFlags, asCommand, exitCodes, noAnswerFrom, parseFlags, UsageError } from './args.ts';
 import { knowledgeFolder } from './memory.ts';
+import { progressBar, type ProgressView, progressLine } from './progress.ts';
 
 const DEFAULT_TYPE = 'kiwi.page';
 /** Files imported at once: looked up in parallel, new ones written in batches. */
@@ -118,6 +119,17 @@ async function supersede(importer: Importer, fact: Fact, content: Draft['content
   return importer.client.memory.facts.supersede(fact.id, body, { idempotencyKey: idempotencyKey({ id: fact.id, body }) });
 }
 
+/** A client whose `replayed()` says whether its last answer replayed an earlier write under the same key. */
+function replayAware(importer: Importer) {
+  let replayed = false;
+  const client = createClient({
+    baseUrl: importer.url,
+    token: importer.token,
+    fetch: retryingFetch(importer.url, (response) => (replayed = response.headers.get('idempotent-replayed') === 'true')),
+  });
+  return { client, replayed: () => replayed };
+}
+
 /** The write body of a new fact for a file, and the merged-from entries that follow as supersedes. */
 function creation(importer: Importer, draft: Draft): { body: WriteFactInput; more: ProvenanceRef[][] } {
   // The API takes so many entries per request; the rest follow as supersedes.
@@ -136,14 +148,9 @@ function creation(importer: Importer, draft: Draft): { body: WriteFactInput; mor
 async function create(importer: Importer, draft: Draft): Promise<void> {
   const { body, more } = creation(importer, draft);
   const key = idempotencyKey({ path: draft.path, body });
-  let replayed = false;
-  const writer = createClient({
-    baseUrl: importer.url,
-    token: importer.token,
-    fetch: retryingFetch(importer.url, (response) => (replayed = response.headers.get('idempotent-replayed') === 'true')),
-  });
-  let fact = await writer.memory.facts.write(body, { idempotencyKey: key });
-  if (replayed) {
+  const writer = replayAware(importer);
+  let fact = await writer.client.memory.facts.write(body, { idempotencyKey: key });
+  if (writer.replayed()) {
     // The same write within the key's 24 h, whose fact no path lookup found: deleted since? Then write it afresh.
     const live = await importer.client.memory.facts.read(fact.id).then(
       () => true,
@@ -175,20 +182,15 @@ interface PendingCreation {
 function batcher(importer: Importer) {
   let pending: PendingCreation[] = [];
   let bytes = 0;
-  let replayed = false;
-  const writer = createClient({
-    baseUrl: importer.url,
-    token: importer.token,
-    fetch: retryingFetch(importer.url, (response) => (replayed = response.headers.get('idempotent-replayed') === 'true')),
-  });
 
   async function send(batch: PendingCreation[]): Promise<void> {
     const bodies = batch.map((item) => item.body);
+    // A writer per batch: batches may be in flight together, each with its own answer.
+    const writer = replayAware(importer);
     let written: Fact[] | undefined;
     try {
-      replayed = false;
-      written = await writer.memory.facts.writeBatch(bodies, { idempotencyKey: idempotencyKey({ batch: bodies }) });
-      if (replayed) written = undefined;
+      written = await writer.client.memory.facts.writeBatch(bodies, { idempotencyKey: idempotencyKey({ batch: bodies }) });
+      if (writer.replayed()) written = undefined;
     } catch (error) {
       // Without the API or with a refused token, every file would fail alike: that is the import's end.
       if (!(error instanceof MnemoError) || error.status === 401 || error.status >= 500) {
@@ -290,27 +292,13 @@ type Counts = Record<Status, number>;
 const summary = (counts: Counts) => STATUSES.map((status) => `${status} ${counts[status]}`).join(' / ');
 
 /** A bar on a terminal; otherwise a line every PROGRESS_EVERY files, for logs. */
-function progress(total: number) {
-  const tty = process.stderr.isTTY === true;
-  let drawn = 0;
-  return {
-    update(done: number, counts: Counts) {
-      if (!tty) {
-        if (done % PROGRESS_EVERY === 0 && done < total) process.stderr.write(`mnemo import: ${done}/${total} files (${summary(counts)})\n`);
-        return;
-      }
-      const now = Date.now();
-      if (done < total && now - drawn < 100) return;
-      drawn = now;
-      const width = 30;
-      const filled = total === 0 ? width : Math.round((done / total) * width);
-      process.stderr.write(`\r\x1b[2K[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total}  ${summary(counts)}`);
-    },
-    end() {
-      if (tty) process.stderr.write('\r\x1b[2K');
-    },
-  };
-}
+export const importing = (total: number): ProgressView<{ done: number; counts: Counts }> => ({
+  line: ({ done, counts }) => `${progressBar(total === 0 ? 1 : done / total)} ${done}/${total}  ${summary(counts)}`,
+  logLine: ({ done, counts }) => `mnemo import: ${done}/${total} files (${summary(counts)})`,
+  // The last line would only repeat the summary printed below it.
+  milestone: ({ done }) => (done % PROGRESS_EVERY === 0 && done < total ? done : undefined),
+  redrawMs: 100,
+});
 
 function failureOf(error: unknown): Failure {
   if (error instanceof MnemoError) {
@@ -361,7 +349,7 @@ async function run(argv: string[]): Promise<void> {
 
   const outcomes: (Outcome | undefined)[] = new Array(paths.length);
   const counts: Counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
-  const bar = progress(paths.length);
+  const bar = progressLine(importing(paths.length));
   let next = 0;
   let done = 0;
   let fatal: string | undefined;
@@ -373,7 +361,7 @@ async function run(argv: string[]): Promise<void> {
   const record = (index: number, outcome: Outcome) => {
     outcomes[index] = outcome;
     counts[outcome.status]++;
-    bar.update(++done, counts);
+    bar.draw({ done: ++done, counts });
   };
   const recordFailure = (index: number, error: unknown) => {
     // Nothing will work without the API or with a refused token: stop rather than fail every file.

@@ -14,7 +14,8 @@ import { reembedJobId, scheduleBackfill } from '../jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, reembedQueue } from '../jobs/queues.ts';
 import { createRedis } from '../jobs/redis.ts';
 import { type Coverage, ensureConfiguredModel, totalCoverage } from '../memory/fact-vectors.ts';
-import { exitCodes, parseFlags } from './args.ts';
+import { parseFlags } from './args.ts';
+import { pollUntilDone, progressBar, type ProgressView, progressLine } from './progress.ts';
 
 const POLL_MS = 1000;
 /** How long to wait for Redis to answer before giving up. */
@@ -98,22 +99,18 @@ export async function reembed(argv: string[]): Promise<void> {
     if (!values.watch || info.state !== 'backfilling') return;
 
     // --watch: poll until the worker has switched search to the model.
-    const bar = progressBar(model);
-    let interrupted = false;
-    const onInterrupt = () => {
-      interrupted = true;
-    };
-    process.once('SIGINT', onInterrupt);
+    const bar = progressLine(backfillView(model));
     const started = Date.now();
     let hinted = false;
-    try {
-      for (;;) {
+    await pollUntilDone(
+      POLL_MS,
+      async () => {
         const state = await modelState(database.db, model);
         if (state === 'active') {
           bar.draw({ live: coverage?.live ?? 0, embedded: coverage?.live ?? 0 });
           bar.end();
           process.stdout.write(`switched to ${model}\n`);
-          return;
+          return true;
         }
         if (state !== 'backfilling') {
           bar.end();
@@ -137,17 +134,13 @@ export async function reembed(argv: string[]): Promise<void> {
             bar.note(`the backfill is still queued: is a worker (mnemo worker) running with MNEMO_QUEUE_PREFIX=${config.queuePrefix}?`);
           }
         }
-        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-        if (interrupted) {
-          bar.end();
-          process.stderr.write(`stopped watching; the worker goes on with the backfill of ${model}\n`);
-          process.exitCode = exitCodes.interrupted;
-          return;
-        }
-      }
-    } finally {
-      process.off('SIGINT', onInterrupt);
-    }
+        return false;
+      },
+      () => {
+        bar.end();
+        process.stderr.write(`stopped watching; the worker goes on with the backfill of ${model}\n`);
+      },
+    );
   } finally {
     if (redis?.status === 'ready') {
       if (queues) await closeQueues(queues);
@@ -160,38 +153,10 @@ export async function reembed(argv: string[]): Promise<void> {
   }
 }
 
-/**
- * Progress on stderr: on a terminal one line redrawn with `\r`; elsewhere (logs, CI) one line
- * per step of 10%.
- */
-function progressBar(model: string) {
-  const tty = process.stderr.isTTY === true;
-  const width = 30;
-  let lastStep = -1;
-  let open = false;
-  return {
-    draw(coverage: Coverage) {
-      const p = percent(coverage);
-      if (tty) {
-        const filled = Math.round((p / 100) * width);
-        process.stderr.write(`\r${model} [${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${String(p).padStart(3)}% ${coverage.embedded}/${coverage.live}\x1b[K`);
-        open = true;
-        return;
-      }
-      const step = Math.floor(p / 10);
-      if (step <= lastStep) return;
-      lastStep = step;
-      process.stderr.write(`${model}: ${p}% (${coverage.embedded}/${coverage.live} live facts)\n`);
-    },
-    /** A line of its own, keeping the bar intact. */
-    note(text: string) {
-      if (open) process.stderr.write('\n');
-      open = false;
-      process.stderr.write(`${text}\n`);
-    },
-    end() {
-      if (open) process.stderr.write('\n');
-      open = false;
-    },
-  };
-}
+/** On a terminal a bar, kept once the backfill is done; elsewhere (logs, CI) one line per step of 10%. */
+export const backfillView = (model: string): ProgressView<Coverage> => ({
+  line: (coverage) => `${model} ${progressBar(percent(coverage) / 100)} ${String(percent(coverage)).padStart(3)}% ${coverage.embedded}/${coverage.live}`,
+  logLine: (coverage) => `${model}: ${percent(coverage)}% (${coverage.embedded}/${coverage.live} live facts)`,
+  milestone: (coverage) => Math.floor(percent(coverage) / 10),
+  keep: true,
+});
