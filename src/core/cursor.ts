@@ -11,7 +11,9 @@ function encodeCursor(afterId: string): string {
   return Buffer.from(JSON.stringify({ v: 1, after: afterId })).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): string {
+/** The id a cursor continues after; none without a cursor (the first page). */
+export function decodeCursor(cursor: string | undefined): string | undefined {
+  if (cursor === undefined) return undefined;
   try {
     return cursorSchema.parse(JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))).after;
   } catch {

@@ -119,7 +119,7 @@ export async function getReport(caller: Caller, id: string): Promise<ReportStatu
 /** Past reports, newest first: how coverage moved over time. */
 export async function listReports(caller: Caller, query: { limit?: number | undefined; cursor?: string | undefined }) {
   const limit = query.limit ?? REPORT_HISTORY_DEFAULT;
-  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const after = decodeCursor(query.cursor);
   return inTenantTransaction(caller, async (tx) => {
     const rows = await tx
       .select(summaryColumns)

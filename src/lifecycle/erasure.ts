@@ -126,7 +126,7 @@ export async function getErasure(caller: Caller, id: string): Promise<ErasureSta
 export async function listErasures(caller: Caller, query: { limit?: number | undefined; cursor?: string | undefined }) {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const limit = query.limit ?? 25;
-  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const after = decodeCursor(query.cursor);
   const rows = await inTenantTransaction(caller, (tx) =>
     tx
       .select()

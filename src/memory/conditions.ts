@@ -2,8 +2,9 @@
 import { and, eq, gt, inArray, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import { facts } from '../db/schema.ts';
 
-const scopeKeys = ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const;
-export type ScopeFilter = Partial<Record<(typeof scopeKeys)[number], string>>;
+/** The scope keys below the tenant, in the order the schema lists them. */
+export const SCOPE_KEYS = ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const;
+export type ScopeFilter = Partial<Record<(typeof SCOPE_KEYS)[number], string>>;
 
 /** Not deleted, erased or swept, and not past its expiry. */
 export const live = (at: SQL = sql`now()`) => and(isNull(facts.invalidatedAt), or(isNull(facts.expiresAt), gt(facts.expiresAt, at)))!;
@@ -30,5 +31,5 @@ export function typeIn(column: typeof facts.type, type: string | undefined, type
  * another participant's. (Who may see them is a separate condition: `visibleTo`.)
  */
 export function appliesIn(scope: ScopeFilter): SQL {
-  return and(...scopeKeys.map((key) => (scope[key] === undefined ? isNull(facts[key]) : or(isNull(facts[key]), eq(facts[key], scope[key]!)))))!;
+  return and(...SCOPE_KEYS.map((key) => (scope[key] === undefined ? isNull(facts[key]) : or(isNull(facts[key]), eq(facts[key], scope[key]!)))))!;
 }

@@ -9,7 +9,7 @@ import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
 import type { Tx } from '../db/client.ts';
 import { factRevisions, facts } from '../db/schema.ts';
-import { live, typeIn, validAt } from './conditions.ts';
+import { live, SCOPE_KEYS, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../kiwifs/coverage.ts';
 import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, pageOf } from '../core/cursor.ts';
@@ -44,7 +44,7 @@ const iso = (date: Date | null) => (date ? date.toISOString() : null);
 
 function scopeOf(row: Pick<FactRow, 'tenantId' | 'orgId' | 'projectId' | 'userId' | 'participantId' | 'threadId' | 'sessionId'>) {
   const scope: Fact['scope'] = { tenantId: row.tenantId };
-  for (const key of ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const) {
+  for (const key of SCOPE_KEYS) {
     if (row[key] !== null) scope[key] = row[key];
   }
   return scope;
@@ -382,7 +382,7 @@ export async function readFact(caller: Caller, id: string, options: ReadOptions 
 
 export async function listFacts(caller: Caller, query: ListQuery): Promise<FactList> {
   const limit = query.limit ?? LIST_LIMIT_DEFAULT;
-  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const after = decodeCursor(query.cursor);
   return inTenantTransaction(caller, async (tx) => {
     const rows = query.asOf === undefined ? await listCurrent(tx, caller.principal, query, after, limit + 1) : await listAsOf(tx, caller.principal, query, after, limit + 1);
     return pageOf(rows, limit);
@@ -410,7 +410,7 @@ type FilterColumns = Pick<
 /** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
 function filters(columns: FilterColumns, query: ListQuery): SQL[] {
   const conditions: SQL[] = typeIn(columns.type, query.type, query.types);
-  for (const key of ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const) {
+  for (const key of SCOPE_KEYS) {
     const value = query[key];
     if (value !== undefined) conditions.push(eq(columns[key], value));
   }

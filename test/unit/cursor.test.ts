@@ -36,3 +36,10 @@ describe('pageOf', () => {
     expect(decodeCursor(page.nextCursor!)).toBe(rows[1]!.id);
   });
 });
+
+describe('decodeCursor', () => {
+  it('starts at the first page without a cursor, and refuses one this API did not make', () => {
+    expect(decodeCursor(undefined)).toBeUndefined();
+    expect(() => decodeCursor('bm90IGEgY3Vyc29y')).toThrow(/is not a cursor this API returned/);
+  });
+});
