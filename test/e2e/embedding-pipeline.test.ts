@@ -8,54 +8,41 @@
  * to Redis or to the endpoint, every live fact ends with exactly one vector per model, at its
  * current version, under its own tenant.
  */
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEmbeddingsServer, LOCAL_MODEL_DIMS, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import { type JobData, embedQueue, reconcileQueue } from '../../src/jobs/queues.ts';
-import { createRedis } from '../../src/jobs/redis.ts';
+import type { JobData } from '../../src/jobs/queues.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
-import { alive, freePort, hasExited, killProcess, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
-import { deleteKeysUnder, keysUnder } from '../helpers/redis.ts';
+import { alive, hasExited, type RunningProcess } from '../helpers/process.ts';
+import { keysUnder } from '../helpers/redis.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
-
-const secret = 'pipeline-e2e-secret-of-at-least-32-bytes';
 
 describe('embedding pipeline: API and worker processes, Postgres, Redis, the real local model', () => {
   let db: TestDatabase;
   let server: LocalEmbeddingsServer;
+  let deployment: Deployment;
   let env: Record<string, string>;
-  let prefix: string;
-  let apiUrl: string;
-  let api: RunningProcess;
   let redis: Redis;
   let embedJobs: Queue<JobData>;
   let reconcileJobs: Queue<JobData>;
-  const processes = new Set<RunningProcess>();
   const model = 'use-lite-512';
 
-  /** Kills a process started here with SIGKILL (it is the program itself: node --import tsx). */
-  async function kill(p: RunningProcess): Promise<void> {
-    await killProcess(p);
-    processes.delete(p);
-  }
+  const kill = (p: RunningProcess) => deployment.kill(p);
+  const startWorker = () => deployment.startWorker();
+  const post = (token: string, path: string, body: unknown) => deployment.post(token, path, body);
+  const get = (token: string, path: string) => deployment.get(token, path);
+  const unfinishedEmbedJobs = () => deployment.unfinishedEmbedJobs();
 
   /** SIGTERM, a clean exit expected; SIGKILL if it does not come. */
   async function stop(p: RunningProcess): Promise<void> {
-    const code = await stopProcess(p, 15_000);
-    processes.delete(p);
+    const code = await deployment.stop(p, 15_000);
     if (code === 'killed') throw new Error(`process did not stop on SIGTERM; stdout: ${p.stdout().slice(-2000)}`);
     expect(code).toBe(0);
-  }
-
-  async function startWorker(extra: Record<string, string> = {}): Promise<RunningProcess> {
-    const worker = startProcess('workers/index.ts', [], { ...env, ...extra });
-    processes.add(worker);
-    await worker.waitFor('"worker started"', 30_000);
-    return worker;
   }
 
   /**
@@ -68,7 +55,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     return shared;
   }
   async function noWorker(): Promise<void> {
-    if (shared && processes.has(shared)) await stop(shared);
+    if (shared) await stop(shared);
     shared = undefined;
   }
 
@@ -80,22 +67,6 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     const from = await reconcileJobs.getCompletedCount();
     await eventually(async () => (await reconcileJobs.getCompletedCount()) >= from + 2, 20_000, () => 'no reconcile run completed');
     await eventually(async () => (await unfinishedEmbedJobs()) === 0, 20_000, async () => `embed jobs left: ${JSON.stringify(await embedJobs.getJobCounts())}`);
-  }
-
-  async function post(token: string, path: string, body: unknown): Promise<{ status: number; body: any; ms: number }> {
-    const started = performance.now();
-    const response = await fetch(`${apiUrl}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined, ms: performance.now() - started };
-  }
-
-  async function get(token: string, path: string): Promise<{ status: number; body: any }> {
-    const response = await fetch(`${apiUrl}${path}`, { headers: { authorization: `Bearer ${token}` } });
-    return { status: response.status, body: await response.json() };
   }
 
   /** Writes facts over HTTP, a few at a time; every write must answer 201. */
@@ -182,12 +153,6 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     return row;
   }
 
-  /** Embed jobs not finished yet (waiting, delayed, active…), under this file's prefix. */
-  async function unfinishedEmbedJobs(): Promise<number> {
-    const counts = await embedJobs.getJobCounts('active', 'waiting', 'delayed', 'prioritized', 'waiting-children');
-    return Object.values(counts).reduce((a, b) => a + b, 0);
-  }
-
   /** The tenant's embed jobs not finished yet. */
   async function unfinishedEmbedJobsOf(tenantId: string): Promise<number> {
     const jobs = await embedJobs.getJobs(['active', 'waiting', 'delayed', 'prioritized']);
@@ -195,7 +160,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
   }
 
   /** Every Redis key of this deployment (this file's prefix). */
-  const keysOfPrefix = () => keysUnder(redis, prefix);
+  const keysOfPrefix = () => keysUnder(redis, deployment.prefix);
 
   const cosine = (a: number[], b: number[]) => {
     let dot = 0;
@@ -223,41 +188,19 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
   beforeAll(async () => {
     [db, server] = await Promise.all([createTestDatabase(), startLocalEmbeddingsServer({ port: 0 })]);
     expect(server.model).toBe(model);
-    prefix = `mnemo-pipe-${db.name}`;
-    const port = await freePort();
-    apiUrl = `http://127.0.0.1:${port}`;
-    env = {
-      DATABASE_URL: db.appUrl,
-      REDIS_URL: inject('redisUrl'),
-      MNEMO_JWT_SECRET: secret,
-      PORT: String(port),
-      MNEMO_QUEUE_PREFIX: prefix,
-      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
-      KINDGI_MEMORY_EMBEDDINGS_URL: server.url,
-      KINDGI_MEMORY_EMBEDDINGS_MODEL: server.model,
-      KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: '16',
-      MNEMO_RECONCILE_EVERY_MS: '2000',
-      MNEMO_JOB_LOCK_MS: '3000',
-      MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
-    };
-    redis = createRedis(inject('redisUrl'), 'producer');
-    embedJobs = new Queue<JobData>(embedQueue.name, { connection: redis, prefix });
-    reconcileJobs = new Queue<JobData>(reconcileQueue.name, { connection: redis, prefix });
-    api = startProcess('src/server.ts', [], env);
-    processes.add(api);
-    await api.waitFor('"api listening"', 30_000);
-    expect(api.stdout()).toContain(`  Memory search: keyword and by meaning (openai-compat ${model} at ${server.url})\n`);
+    deployment = await startDeployment({
+      db,
+      prefix: `mnemo-pipe-${db.name}`,
+      embeddings: { url: server.url, model: server.model },
+      env: { KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: '16', MNEMO_RECONCILE_EVERY_MS: '2000', MNEMO_JOB_LOCK_MS: '3000' },
+    });
+    ({ env, connection: redis } = deployment);
+    ({ embed: embedJobs, reconcile: reconcileJobs } = deployment.queues);
+    expect(deployment.api.stdout()).toContain(`  Memory search: keyword and by meaning (openai-compat ${model} at ${server.url})\n`);
   });
 
   afterAll(async () => {
-    for (const p of [...processes]) await kill(p).catch(() => {});
-    if (redis) {
-      // The queues, their job schedulers and anything else left under this file's own prefix; never beyond it.
-      await deleteKeysUnder(redis, prefix);
-      await embedJobs.close();
-      await reconcileJobs.close();
-      await redis.quit();
-    }
+    await deployment?.close();
     await server?.close().catch(() => {});
     await db?.drop();
   });
@@ -266,7 +209,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     'writes get embedded; a supersede moves the vector to the new version; a verify carries it without asking the endpoint',
     async () => {
       const tenantId = uniqueTenant('pipe');
-      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }, { secret });
+      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' });
       await runningWorker();
       const topics = ['washing machine spare parts', 'quarterly invoice for the bakery', 'hiking boots for the alps', 'a cat that sleeps on keyboards', 'renewing the office lease', 'train delays in winter'];
       const written = await writeFacts(
@@ -330,7 +273,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     'a supersede with equal content keeps its vector (carried, not recomputed), whatever the order of its keys',
     async () => {
       const tenantId = uniqueTenant('pipe-equal');
-      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }, { secret });
+      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' });
       await runningWorker();
       const single = { text: 'The customer orders a drain pump for a washing machine.' };
       // "title" before "text": PostgreSQL's jsonb keeps keys shorter-first, so it reads back as {text, title}.
@@ -373,7 +316,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     'a worker killed (SIGKILL) mid-batch: a new worker finishes, every fact with exactly one vector at its version',
     async () => {
       const tenantId = uniqueTenant('pipe-kill');
-      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }, { secret });
+      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' });
       const total = 200;
       const sentences = [
         'The customer orders spare parts for a washing machine and asks when the drain pump will arrive.',
@@ -454,7 +397,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     'Redis loses every job while no worker runs: the reconciler finds the facts in Postgres and they get embedded',
     async () => {
       const tenantId = uniqueTenant('pipe-flush');
-      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }, { secret });
+      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' });
       await noWorker();
       const written = await writeFacts(
         admin,
@@ -526,7 +469,7 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     'the embeddings endpoint down for a while: writes answer 201 promptly, and vectors catch up once it is back',
     async () => {
       const tenantId = uniqueTenant('pipe-down');
-      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }, { secret });
+      const admin = await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' });
       const worker = await runningWorker();
       const logFrom = worker.stdout().length;
       const port = Number(new URL(server.url).port);
@@ -566,8 +509,8 @@ describe('embedding pipeline: API and worker processes, Postgres, Redis, the rea
     async () => {
       const [tenantA, tenantB] = [uniqueTenant('pipe-a'), uniqueTenant('pipe-b')];
       const [adminA, adminB] = await Promise.all([
-        tokenFor({ tid: tenantA, sub: 'admin-a', role: 'admin' }, { secret }),
-        tokenFor({ tid: tenantB, sub: 'admin-b', role: 'admin' }, { secret }),
+        tokenFor({ tid: tenantA, sub: 'admin-a', role: 'admin' }),
+        tokenFor({ tid: tenantB, sub: 'admin-b', role: 'admin' }),
       ]);
       const same = { type: 'acme.note', content: { text: 'Both tenants wrote this very same sentence about a red bicycle.' } };
       await runningWorker();

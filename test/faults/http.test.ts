@@ -19,12 +19,12 @@ import http from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
+import { type RunningProcess, stopProcess } from '../helpers/process.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
 
 const FACTS = '/v1/memory/facts';
@@ -254,33 +254,25 @@ function refused(port: number): Promise<string> {
 
 describe('HTTP faults: a real API process', () => {
   let t: TestDatabase;
-  let env: Record<string, string>;
-  const running = new Set<RunningProcess>();
+  const deployments: Deployment[] = [];
 
   beforeAll(async () => {
     t = await createTestDatabase();
-    env = {
-      DATABASE_URL: t.appUrl,
-      REDIS_URL: inject('redisUrl'),
-      MNEMO_JWT_SECRET: TEST_SECRET,
-      MNEMO_QUEUE_PREFIX: `mnemo-faults-http-${t.name}`,
-      MNEMO_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
-    };
   });
   afterAll(async () => {
-    await Promise.all([...running].map(killProcess));
-    // The API left its queues' keys under this file's prefix.
-    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!);
+    for (const deployment of deployments) await deployment.close();
     await t.drop();
   });
 
+  /** A new API process over this file's database, under this file's queue prefix. */
   async function startApi(): Promise<{ api: RunningProcess; port: number }> {
-    const port = await freePort();
-    const api = startProcess('src/server.ts', [], { ...env, PORT: String(port) });
-    running.add(api);
-    void api.exited.then(() => running.delete(api));
-    await api.waitFor('"api listening"', 30_000);
-    return { api, port };
+    const deployment = await startDeployment({
+      db: t,
+      prefix: `mnemo-faults-http-${t.name}`,
+      env: { MNEMO_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) },
+    });
+    deployments.push(deployment);
+    return { api: deployment.api, port: Number(new URL(deployment.apiUrl).port) };
   }
 
   const storedMarkers = async (tenantId: string): Promise<Set<string>> => {

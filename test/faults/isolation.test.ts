@@ -23,18 +23,16 @@
  *   scheduler in Redis are byte for byte the same afterwards, also after the worker has run
  *   everything B's requests queued.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { nightlySchedulerId } from '../../src/jobs/report-jobs.ts';
 import { queueDefinitions, reportQueue } from '../../src/jobs/queues.ts';
-import { createRedis } from '../../src/jobs/redis.ts';
-import { TEST_ERASURE_KEY, TEST_SECRET, tokenFor } from '../helpers/api.ts';
+import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
 import { tenantTablesIn } from '../helpers/tenant-tables.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
 import {
@@ -121,10 +119,7 @@ interface Victim {
 describe("another tenant's ids on every route (from /openapi.json)", () => {
   let db: TestDatabase;
   let embeddings: LocalEmbeddingsServer;
-  let api: RunningProcess;
-  let worker: RunningProcess;
-  let baseUrl: string;
-  let prefix: string;
+  let deployment: Deployment;
   let doc: OpenApiDocument;
   let tools: { name: string; inputSchema: JsonSchema }[];
   let operations: PlannedOperation[];
@@ -138,7 +133,7 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
   async function send(token: string, request: Request): Promise<Answer> {
     const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...request.headers };
     if (request.body !== undefined) headers['content-type'] = 'application/json';
-    const response = await fetch(`${baseUrl}${request.path}`, {
+    const response = await fetch(`${deployment.apiUrl}${request.path}`, {
       method: request.method,
       headers,
       body: request.body === undefined ? undefined : JSON.stringify(request.body),
@@ -163,34 +158,21 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     embeddings = await startLocalEmbeddingsServer({ port: 0 });
-    prefix = `mnemo-faults-iso-${randomBytes(4).toString('hex')}`;
-    const env = {
-      DATABASE_URL: db.appUrl,
-      REDIS_URL: inject('redisUrl'),
-      MNEMO_JWT_SECRET: TEST_SECRET,
-      MNEMO_ERASURE_KEY: TEST_ERASURE_KEY,
-      MNEMO_QUEUE_PREFIX: prefix,
-      MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
-      MNEMO_RECONCILE_EVERY_MS: '1000',
-      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
-      KINDGI_MEMORY_EMBEDDINGS_URL: embeddings.url,
-      KINDGI_MEMORY_EMBEDDINGS_MODEL: embeddings.model,
-    };
-    const port = await freePort();
-    baseUrl = `http://127.0.0.1:${port}`;
-    api = startProcess('src/server.ts', [], { ...env, PORT: String(port) });
-    worker = startProcess('workers/index.ts', [], env);
-    await Promise.all([api.waitFor('"api listening"', 60_000), worker.waitFor('"worker started"', 60_000)]);
+    deployment = await startDeployment({
+      db,
+      embeddings: { url: embeddings.url, model: embeddings.model },
+      env: { MNEMO_RECONCILE_EVERY_MS: '1000' },
+    });
+    await deployment.startWorker();
 
-    doc = (await (await fetch(`${baseUrl}/openapi.json`)).json()) as OpenApiDocument;
+    doc = (await (await fetch(`${deployment.apiUrl}/openapi.json`)).json()) as OpenApiDocument;
     operations = planOperations(doc);
     await seedVictim();
     tools = await mcpTools(await tokenFor({ tid: attackerTenants.admin, sub: 'admin-1', role: 'admin' }));
   }, 180_000);
 
   afterAll(async () => {
-    await Promise.all([api, worker].map((p) => p && stopProcess(p, 10_000)));
-    if (prefix) await removeQueuePrefix(prefix);
+    await deployment?.close();
     await embeddings?.close();
     await db?.drop();
   });
@@ -325,20 +307,17 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
   }
 
   async function nightlyScheduler(tenantId: string): Promise<string> {
-    const redis = createRedis(inject('redisUrl'), 'producer');
-    const queue = new Queue(reportQueue.name, { connection: redis, prefix });
+    const queue = new Queue(reportQueue.name, { connection: deployment.connection, prefix: deployment.prefix });
     try {
       return JSON.stringify((await queue.getJobScheduler(nightlySchedulerId(tenantId))) ?? null);
     } finally {
       await queue.close();
-      await redis.quit();
     }
   }
 
   /** Nothing left to do for these tenants: outbox, erasures, reports, vectors, queued jobs. */
   async function quiet(tenants: string[]): Promise<void> {
-    const redis = createRedis(inject('redisUrl'), 'producer');
-    const queues = queueDefinitions.map(({ name }) => new Queue(name, { connection: redis, prefix }));
+    const queues = queueDefinitions.map(({ name }) => new Queue(name, { connection: deployment.connection, prefix: deployment.prefix }));
     const state = async () => {
       const [row] = await db.admin<Record<string, number>[]>`
         select
@@ -358,7 +337,6 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
       await eventually(async () => Object.values(await state()).every((n) => n === 0), 90_000, async () => JSON.stringify(await state()), 200);
     } finally {
       await Promise.all(queues.map((q) => q.close()));
-      await redis.quit();
     }
   }
 

@@ -12,16 +12,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { tokenFor } from '../helpers/api.ts';
+import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { alive, freePort, killProcess, type RunningProcess, startProcess } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
+import { alive, type RunningProcess, startProcess } from '../helpers/process.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from './helpers/postgres-cluster.ts';
 
-const secret = 'faults-postgres-secret-of-at-least-32-bytes';
 const STATEMENT_TIMEOUT_MS = 1000;
 
 interface Answer {
@@ -40,44 +39,32 @@ describe('faults: PostgreSQL', () => {
   let api: RunningProcess;
   let worker: RunningProcess;
   let apiUrl: string;
-  let prefix: string;
+  let deployment: Deployment;
   let admin: Sql | undefined;
 
   beforeAll(async () => {
     [cluster, embeddings] = await Promise.all([startPostgresCluster(), startLocalEmbeddingsServer({ port: 0 })]);
     database = await cluster.createDatabase();
-    const port = await freePort();
-    apiUrl = `http://127.0.0.1:${port}`;
-    prefix = `mnemo-faults-pg-${randomUUID().slice(0, 8)}`;
-    const env = {
-      DATABASE_URL: database.appUrl,
-      REDIS_URL: inject('redisUrl'),
-      MNEMO_JWT_SECRET: secret,
-      PORT: String(port),
-      MNEMO_QUEUE_PREFIX: prefix,
-      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
-      KINDGI_MEMORY_EMBEDDINGS_URL: embeddings.url,
-      KINDGI_MEMORY_EMBEDDINGS_MODEL: embeddings.model,
-      KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: '16',
-      MNEMO_RECONCILE_EVERY_MS: '2000',
-      MNEMO_JOB_LOCK_MS: '5000',
-      MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
-      MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
-      MNEMO_DB_CONNECT_TIMEOUT_MS: '2000',
-    };
-    api = startProcess('src/server.ts', [], env);
-    worker = startProcess('workers/index.ts', [], env);
-    await Promise.all([api.waitFor('"api listening"', 60_000), worker.waitFor('"worker started"', 60_000)]);
+    deployment = await startDeployment({
+      db: database,
+      embeddings: { url: embeddings.url, model: embeddings.model },
+      env: {
+        KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: '16',
+        MNEMO_RECONCILE_EVERY_MS: '2000',
+        MNEMO_JOB_LOCK_MS: '5000',
+        MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+        MNEMO_DB_CONNECT_TIMEOUT_MS: '2000',
+      },
+    });
+    ({ api, apiUrl } = deployment);
+    worker = await deployment.startWorker();
   });
 
   afterAll(async () => {
-    for (const p of [api, worker]) {
-      if (p && alive(p)) await killProcess(p);
-    }
+    await deployment?.close();
     await admin?.end({ timeout: 2 }).catch(() => {});
     await embeddings?.close().catch(() => {});
     await cluster?.remove();
-    if (prefix) await removeQueuePrefix(prefix);
   });
 
   async function send(token: string, path: string, body: unknown, kind: Answer['kind']): Promise<{ answer: Answer; body: any }> {
@@ -105,7 +92,7 @@ describe('faults: PostgreSQL', () => {
 
   it('kill -9 of the postmaster under write load, restarted 5 s later: processes stay up, 503 while down, nothing acknowledged lost', async () => {
     const tenantId = uniqueTenant('pg-kill');
-    const token = await tokenFor({ tid: tenantId, sub: 'writer', role: 'admin' }, { secret });
+    const token = await tokenFor({ tid: tenantId, sub: 'writer', role: 'admin' });
     const answers: Answer[] = [];
     /** What the API acknowledged (2xx): the fact, its version, and the text that version holds. */
     const acked: { id: string; version: number; text: string }[] = [];
@@ -225,7 +212,7 @@ describe('faults: PostgreSQL', () => {
 
   it('a statement stalled past the statement timeout answers 503 within about the timeout, and is cancelled', async () => {
     const tenantId = uniqueTenant('pg-slow');
-    const token = await tokenFor({ tid: tenantId, sub: 'writer', role: 'admin' }, { secret });
+    const token = await tokenFor({ tid: tenantId, sub: 'writer', role: 'admin' });
     const created = await send(token, '/v1/memory/facts', { type: 'acme.note', content: { text: 'a fact an operator holds a lock on' } }, 'create');
     expect(created.answer.status).toBe(201);
     const factId = created.body.id as string;

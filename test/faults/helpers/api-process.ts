@@ -1,14 +1,11 @@
 /**
  * A real API process (`src/server.ts`, as operators run it) over a test database of its own and
  * the machine's Redis under a queue prefix of its own, for the fault rows that attack the API
- * from outside: it is stopped with SIGTERM and everything it left in Redis is removed.
+ * from outside: it is killed and everything it left in Redis is removed.
  */
-import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
-import { TEST_ERASURE_KEY, TEST_SECRET } from '../../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.ts';
-import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from '../../helpers/process.ts';
-import { removeQueuePrefix } from '../../helpers/redis.ts';
+import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
+import type { RunningProcess } from '../../helpers/process.ts';
 
 export interface ApiProcess {
   url: string;
@@ -23,39 +20,19 @@ export interface ApiProcess {
  */
 export async function startApiProcess(env: Record<string, string | undefined> = {}): Promise<ApiProcess> {
   const db = await createTestDatabase();
-  const port = await freePort();
-  const prefix = `mnemo-faults-${randomBytes(4).toString('hex')}`;
-  const variables: Record<string, string | undefined> = {
-    DATABASE_URL: db.appUrl,
-    REDIS_URL: inject('redisUrl'),
-    MNEMO_JWT_SECRET: TEST_SECRET,
-    MNEMO_ERASURE_KEY: TEST_ERASURE_KEY,
-    MNEMO_QUEUE_PREFIX: prefix,
-    MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
-    PORT: String(port),
-    ...env,
-  };
-  const api = startProcess(
-    'src/server.ts',
-    [],
-    Object.fromEntries(Object.entries(variables).filter(([, value]) => value !== undefined)),
-  );
+  let deployment: Deployment;
   try {
-    await api.waitFor('"api listening"', 30_000);
+    deployment = await startDeployment({ db, env });
   } catch (error) {
-    await killProcess(api);
     await db.drop();
     throw error;
   }
-
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: deployment.apiUrl,
     db,
-    process: api,
+    process: deployment.api,
     async stop() {
-      await stopProcess(api, 10_000);
-      // Jobs the API queued (reports, erasures) under this prefix only; never beyond it.
-      await removeQueuePrefix(prefix);
+      await deployment.close();
       await db.drop();
     },
   };

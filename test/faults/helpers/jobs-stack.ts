@@ -5,22 +5,12 @@
  * fake OpenAI-compatible embeddings endpoint (which can be taken down, slowed, or made to answer
  * the wrong dimension). What is left afterwards is read as the tables' owner.
  */
-import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
-import { type JobData, embedQueue, erasureQueue, reconcileQueue } from '../../../src/jobs/queues.ts';
-import { createRedis } from '../../../src/jobs/redis.ts';
-import { TEST_ERASURE_KEY, TEST_SECRET, tokenFor } from '../../helpers/api.ts';
+import { tokenFor } from '../../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.ts';
-import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from '../../helpers/process.ts';
+import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
 import { keysUnder } from '../../helpers/redis.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from './fake-embeddings.ts';
 import { type PrivateRedis, startPrivateRedis } from './redis-server.ts';
-
-export interface HttpResult {
-  status: number;
-  body: any;
-  ms: number;
-}
 
 /** Per live fact of a tenant, its vectors of the model: exactly one at its version is right. */
 export interface VectorState {
@@ -33,31 +23,17 @@ export interface VectorState {
   stale: number;
 }
 
-export interface JobsStack {
-  apiUrl: string;
+/** The deployment (API process, workers, queues) over this stack's own database, Redis and endpoint. */
+export interface JobsStack extends Deployment {
   db: TestDatabase;
   redis: PrivateRedis;
   fake: FakeEmbeddings;
-  env: Record<string, string>;
-  api: RunningProcess;
-  /** Starts a worker process and waits for its startup line. */
-  startWorker(extra?: Record<string, string>): Promise<RunningProcess>;
-  /** SIGKILL, as a crash (the process is node itself, so the signal reaches the program). */
-  kill(p: RunningProcess): Promise<void>;
-  /** SIGTERM, with SIGKILL after 15 s. */
-  stop(p: RunningProcess): Promise<number | null>;
   admin(tenantId: string): Promise<string>;
-  post(token: string, path: string, body: unknown): Promise<HttpResult>;
-  get(token: string, path: string): Promise<HttpResult>;
   vectorState(tenantId: string): Promise<VectorState>;
   /** Content left (facts and revisions) and vectors left, over the given fact ids. */
   leftOf(tenantId: string, ids: readonly string[]): Promise<{ content: number; revisionContent: number; vectors: number; notErased: number }>;
-  /** Embed jobs not finished (waiting, active, delayed…). */
-  unfinishedEmbedJobs(): Promise<number>;
   /** Keys of this deployment in Redis whose value (any field, member or entry) contains `text`. */
   redisKeysHolding(text: string): Promise<string[]>;
-  queues: { embed: Queue<JobData>; erasure: Queue<JobData>; reconcile: Queue<JobData> };
-  close(): Promise<void>;
 }
 
 export interface JobsStackOptions {
@@ -67,87 +43,34 @@ export interface JobsStackOptions {
 
 export async function startJobsStack(options: JobsStackOptions = {}): Promise<JobsStack> {
   const [db, redis, fake] = await Promise.all([createTestDatabase(), startPrivateRedis(), startFakeEmbeddings()]);
-  const port = await freePort();
-  const apiUrl = `http://127.0.0.1:${port}`;
-  const env: Record<string, string> = {
-    DATABASE_URL: db.appUrl,
-    REDIS_URL: redis.url,
-    MNEMO_JWT_SECRET: TEST_SECRET,
-    MNEMO_ERASURE_KEY: TEST_ERASURE_KEY,
-    PORT: String(port),
-    MNEMO_QUEUE_PREFIX: 'mnemo-faults-jobs',
-    KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
-    KINDGI_MEMORY_EMBEDDINGS_URL: fake.url,
-    KINDGI_MEMORY_EMBEDDINGS_MODEL: fake.model,
-    KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: '16',
-    MNEMO_RECONCILE_EVERY_MS: '1000',
-    MNEMO_JOB_LOCK_MS: '2000',
-    MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
-    LOG_LEVEL: 'info',
-    ...options.env,
-  };
-  const processes = new Set<RunningProcess>();
-  const connection: Redis = createRedis(redis.url, 'producer');
-  // A Redis killed under the test's own handles: they reconnect by themselves; errors meanwhile are expected.
-  connection.on('error', () => {});
-  const queue = (name: string) => new Queue<JobData>(name, { connection, prefix: env.MNEMO_QUEUE_PREFIX });
-  const queues = { embed: queue(embedQueue.name), erasure: queue(erasureQueue.name), reconcile: queue(reconcileQueue.name) };
-  for (const q of Object.values(queues)) q.on('error', () => {});
-
-  const api = startProcess('src/server.ts', [], env);
-  processes.add(api);
+  let deployment: Deployment;
   try {
-    await api.waitFor('"api listening"', 30_000);
+    deployment = await startDeployment({
+      db,
+      redisUrl: redis.url,
+      prefix: 'mnemo-faults-jobs',
+      embeddings: { url: fake.url, model: fake.model },
+      env: {
+        KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE: '16',
+        MNEMO_RECONCILE_EVERY_MS: '1000',
+        MNEMO_JOB_LOCK_MS: '2000',
+        LOG_LEVEL: 'info',
+        ...options.env,
+      },
+    });
   } catch (error) {
-    await killProcess(api);
+    await Promise.all([redis.close(), fake.close()]);
+    await db.drop();
     throw error;
   }
-
-  const request = async (method: string, token: string, path: string, body?: unknown): Promise<HttpResult> => {
-    const started = performance.now();
-    const response = await fetch(`${apiUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      // not JSON: kept as text
-    }
-    return { status: response.status, body: parsed, ms: performance.now() - started };
-  };
-
-  const kill = async (p: RunningProcess) => {
-    await killProcess(p);
-    processes.delete(p);
-  };
+  const { connection, prefix } = deployment;
 
   return {
-    apiUrl,
+    ...deployment,
     db,
     redis,
     fake,
-    env,
-    api,
-    queues,
-    async startWorker(extra = {}) {
-      const worker = startProcess('workers/index.ts', [], { ...env, ...extra });
-      processes.add(worker);
-      await worker.waitFor('"worker started"', 30_000);
-      return worker;
-    },
-    kill,
-    async stop(p) {
-      const code = await stopProcess(p, 15_000);
-      processes.delete(p);
-      return code === 'killed' ? null : code;
-    },
     admin: (tenantId) => tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }),
-    post: (token, path, body) => request('POST', token, path, body),
-    get: (token, path) => request('GET', token, path),
     async vectorState(tenantId) {
       const [row] = await db.admin<VectorState[]>`
         select count(*)::int as live,
@@ -170,13 +93,9 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
                (select count(*)::int from facts where tenant_id = ${tenantId} and id = any(${ids}::uuid[]) and invalidation_reason is distinct from 'erased') as "notErased"`;
       return row!;
     },
-    async unfinishedEmbedJobs() {
-      const counts = await queues.embed.getJobCounts('active', 'waiting', 'delayed', 'prioritized', 'waiting-children');
-      return Object.values(counts).reduce((a, b) => a + b, 0);
-    },
     async redisKeysHolding(text) {
       const holding: string[] = [];
-      for (const key of await keysUnder(connection, env.MNEMO_QUEUE_PREFIX!)) {
+      for (const key of await keysUnder(connection, prefix)) {
         const type = await connection.type(key);
         let values: string[] = [];
         if (type === 'string') values = [(await connection.get(key)) ?? ''];
@@ -190,9 +109,7 @@ export async function startJobsStack(options: JobsStackOptions = {}): Promise<Jo
       return holding;
     },
     async close() {
-      for (const p of [...processes]) await kill(p).catch(() => {});
-      for (const q of Object.values(queues)) await q.close().catch(() => {});
-      await connection.quit().catch(() => connection.disconnect());
+      await deployment.close();
       await Promise.all([redis.close(), fake.close()]);
       await db.drop();
     },
