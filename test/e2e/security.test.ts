@@ -1,108 +1,29 @@
 /**
- * One security suite, run over every facts route (DESIGN §3, §4, §7): every way a bearer token
- * can be wrong is a 401 `unauthenticated` that echoes nothing of the token, another tenant's
- * fact ids answer 404 `fact-not-found`, and no refused request changes anything.
+ * The facts routes in depth (DESIGN §3, §4, §7): every way a bearer token can be wrong is a 401
+ * `unauthenticated` that echoes nothing of the token, another tenant's fact ids answer 404
+ * `fact-not-found`, Idempotency-Key replays do not cross tenants or permissions, and no refused
+ * request changes anything. test/e2e/route-security.test.ts holds every route of /openapi.json
+ * to the 401s and the cross-tenant 404.
  *
- * All the bad tokens below carry the claims of tenant A's admin, so a verifier that let any of
- * them through would be allowed to change A's facts: "nothing changed" is a real check.
+ * All the bad tokens (test/helpers/credentials.ts) carry the claims of tenant A's admin, so a
+ * verifier that let any of them through would be allowed to change A's facts: "nothing changed"
+ * is a real check.
  */
-import { createHmac } from 'node:crypto';
-import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, TEST_SECRET, type TestApi, startTestApi, tokenFor } from '../helpers/api.ts';
+import { type ApiResponse, type TestApi, startTestApi, tokenFor } from '../helpers/api.ts';
+import {
+  adminClaims,
+  BAD_CREDENTIALS,
+  type BadCredentialName,
+  badCredentials as badCredentialsOf,
+  type Credential,
+  expectUnauthenticated,
+  headersOf,
+  nowSeconds,
+  signed,
+} from '../helpers/credentials.ts';
 
-const WRONG_SECRET = 'another-secret-that-is-also-32-bytes-or-more!';
 const ATTEMPT_TYPE = 'sec.write-attempt';
-
-const nowSeconds = () => Math.floor(Date.now() / 1000);
-const b64url = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
-const key = (secret: string) => new TextEncoder().encode(secret);
-
-interface Claims {
-  [claim: string]: unknown;
-}
-
-/** The claims of tenant A's admin, as a real token would carry them. */
-const adminClaims = (tenantId: string): Claims => ({
-  sub: 'admin-1',
-  tid: tenantId,
-  role: 'admin',
-  projects: { read: [], write: [] },
-  orgs: { read: [], write: [] },
-});
-
-/** An HS256 token built with jose directly, so every field (or its absence) is ours to choose. */
-async function signed(
-  claims: Claims,
-  options: { secret?: string; iat?: number; exp?: number | null; alg?: 'HS256' | 'HS384' | 'HS512' } = {},
-): Promise<string> {
-  const iat = options.iat ?? nowSeconds();
-  let jwt = new SignJWT(claims).setProtectedHeader({ alg: options.alg ?? 'HS256', typ: 'JWT' }).setIssuedAt(iat);
-  if (options.exp !== null) jwt = jwt.setExpirationTime(options.exp ?? iat + 600);
-  return jwt.sign(key(options.secret ?? TEST_SECRET));
-}
-
-/** A token with any header, its signature an HMAC-SHA256 of header.payload with the test secret. */
-function withHeader(header: Record<string, unknown>, claims: Claims): string {
-  const input = `${b64url(header)}.${b64url({ ...claims, iat: nowSeconds(), exp: nowSeconds() + 600 })}`;
-  return `${input}.${createHmac('sha256', TEST_SECRET).update(input).digest('base64url')}`;
-}
-
-/** An unsecured JWT (`alg: none`), built by hand: header.payload. with an empty signature. */
-function unsecured(claims: Claims): string {
-  return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ ...claims, iat: nowSeconds(), exp: nowSeconds() + 600 })}.`;
-}
-
-/** The same token with the last 8 characters of its signature each replaced by another. */
-function tamperSignature(token: string): string {
-  const [header, payload, signature] = token.split('.') as [string, string, string];
-  const tail = signature
-    .slice(-8)
-    .split('')
-    .map((c) => (c === 'A' ? 'B' : 'A'))
-    .join('');
-  return `${header}.${payload}.${signature.slice(0, -8)}${tail}`;
-}
-
-/** What goes in the Authorization header (or nothing), and the secret part it must not echo. */
-interface Credential {
-  authorization: string | undefined;
-  /** Strings the 401 body must not contain. */
-  secrets: string[];
-}
-
-const bearer = (token: string): Credential => ({
-  authorization: `Bearer ${token}`,
-  // The token, and each of its segments that is long enough to be recognisable.
-  secrets: [token, ...token.split('.').filter((s) => s.length >= 16)],
-});
-
-/** Every bad credential tried on every route (built in beforeAll, in this order). */
-const BAD_CREDENTIALS = [
-  'no Authorization header',
-  'Authorization: Basic',
-  'Basic with a valid JWT',
-  'Bearer with nothing after it',
-  'Bearer + garbage',
-  'Bearer + three garbage segments',
-  'a tampered signature',
-  'a token without its signature',
-  'a token that expired 120 s ago',
-  'alg: none (unsecured JWT)',
-  'HS256 with the wrong secret',
-  'HS512 with the right secret (algorithm not pinned)',
-  'a token without exp',
-  'a token over 8 KiB',
-  'a token without tid',
-  'a token without sub',
-  'a token with role "root"',
-  'a token with an empty tid',
-  'a token with a 129-character tid',
-  'a token whose projects claim is not an object',
-  'a token not valid before an hour from now (nbf)',
-  'RS256 in the header, signed with the HS256 secret (algorithm confusion)',
-  'two tokens in one header',
-] as const;
 
 // ---------------------------------------------------------------------------------------------
 // The routes
@@ -169,13 +90,12 @@ describe('security of every facts route', () => {
   /** Per route, a fact of tenant A that every refused request below aims at. */
   const targets = new Map<string, string>();
   /** The bad credentials, all naming tenant A's admin. */
-  let badCredentials: [string, Credential][];
+  let badCredentials: Map<BadCredentialName, Credential>;
 
   const send = (route: RouteCase, id: string, credential: Credential | { token: string }): Promise<ApiResponse> => {
     const { method, path, body } = route.call(id);
     if ('token' in credential) return api.request(method, path, { token: credential.token, body });
-    const headers: Record<string, string> = credential.authorization === undefined ? {} : { authorization: credential.authorization };
-    return api.request(method, path, { headers, body });
+    return api.request(method, path, { headers: headersOf(credential), body });
   };
 
   async function writeFactOfA(text: string): Promise<string> {
@@ -213,45 +133,13 @@ describe('security of every facts route', () => {
     ({ tenantId: tenantB, admin: adminB } = await api.newTenant('sec-b'));
     for (const route of routes) targets.set(route.name, await writeFactOfA(`target of ${route.name}`));
 
-    const claims = adminClaims(tenantA);
-    const now = nowSeconds();
-    const { tid: _tid, ...withoutTid } = claims;
-    const { sub: _sub, ...withoutSub } = claims;
-    const valid = await tokenFor({ tid: tenantA, sub: 'admin-1', role: 'admin' });
-    badCredentials = [
-      ['no Authorization header', { authorization: undefined, secrets: [] }],
-      ['Authorization: Basic', { authorization: 'Basic xyz', secrets: [] }],
-      ['Basic with a valid JWT', { authorization: `Basic ${valid}`, secrets: bearer(valid).secrets }],
-      ['Bearer with nothing after it', { authorization: 'Bearer', secrets: [] }],
-      ['Bearer + garbage', { authorization: 'Bearer garbage-that-is-no-jwt-at-all', secrets: ['garbage-that-is-no-jwt-at-all'] }],
-      ['Bearer + three garbage segments', bearer('aaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbb.cccccccccccccccccccc')],
-      ['a tampered signature', bearer(tamperSignature(valid))],
-      ['a token without its signature', bearer(valid.split('.').slice(0, 2).join('.') + '.')],
-      ['a token that expired 120 s ago', bearer(await signed(claims, { iat: now - 600, exp: now - 120 }))],
-      ['alg: none (unsecured JWT)', bearer(unsecured(claims))],
-      ['HS256 with the wrong secret', bearer(await signed(claims, { secret: WRONG_SECRET }))],
-      ['HS512 with the right secret (algorithm not pinned)', bearer(await signed(claims, { alg: 'HS512' }))],
-      ['a token without exp', bearer(await signed(claims, { exp: null }))],
-      ['a token over 8 KiB', bearer(await signed({ ...claims, padding: 'x'.repeat(9 * 1024) }))],
-      ['a token without tid', bearer(await signed(withoutTid))],
-      ['a token without sub', bearer(await signed(withoutSub))],
-      ['a token with role "root"', bearer(await signed({ ...claims, role: 'root' }))],
-      ['a token with an empty tid', bearer(await signed({ ...claims, tid: '' }))],
-      ['a token with a 129-character tid', bearer(await signed({ ...claims, tid: 't'.repeat(129) }))],
-      ['a token whose projects claim is not an object', bearer(await signed({ ...claims, projects: 'p1' }))],
-      // An hour, not a minute: the tokens are made once, and with files running in parallel this
-      // file's last test may run more than the 30 s clock tolerance after they were.
-      ['a token not valid before an hour from now (nbf)', bearer(await signed({ ...claims, nbf: now + 3600 }))],
-      ['RS256 in the header, signed with the HS256 secret (algorithm confusion)', bearer(withHeader({ alg: 'RS256', typ: 'JWT' }, claims))],
-      ['two tokens in one header', { authorization: `Bearer ${valid} ${valid}`, secrets: bearer(valid).secrets }],
-    ];
-    expect(badCredentials.map(([name]) => name)).toEqual([...BAD_CREDENTIALS]);
+    badCredentials = await badCredentialsOf(tenantA);
   });
   afterAll(() => api?.close());
 
   it('the bad tokens are what they claim to be (the oversized one is over 8 KiB, the rest are not)', () => {
     const sizes = Object.fromEntries(
-      badCredentials.map(([name, c]) => [name, Buffer.byteLength((c.authorization ?? '').replace(/^Bearer /, ''))]),
+      [...badCredentials].map(([name, c]) => [name, Buffer.byteLength((c.authorization ?? '').replace(/^Bearer /, ''))]),
     );
     expect(sizes['a token over 8 KiB']).toBeGreaterThan(8 * 1024);
     for (const [name, size] of Object.entries(sizes)) if (name !== 'a token over 8 KiB') expect(size, name).toBeLessThan(8 * 1024);
@@ -283,24 +171,12 @@ describe('security of every facts route', () => {
     });
 
     it.each(BAD_CREDENTIALS)('refuses %s with 401 unauthenticated, echoing nothing, changing nothing', async (caseName) => {
-      const found = badCredentials.find(([name]) => name === caseName);
-      expect(found, caseName).toBeDefined();
-      const credential = found![1];
+      const credential = badCredentials.get(caseName);
+      expect(credential, caseName).toBeDefined();
       const id = targets.get(route.name)!;
       const before = await snapshot(id);
 
-      const response = await send(route, id, credential);
-
-      expect(response.status, JSON.stringify(response.body)).toBe(401);
-      expect(response.body).toEqual({
-        error: { code: 'unauthenticated', message: expect.any(String), requestId: expect.any(String) },
-      });
-      expect(response.headers.get('x-request-id')).toBe(response.body.error.requestId);
-      const text = JSON.stringify(response.body);
-      for (const secret of credential.secrets) expect(text).not.toContain(secret);
-      for (const header of ['x-request-id', 'content-type']) {
-        for (const secret of credential.secrets) expect(response.headers.get(header) ?? '').not.toContain(secret);
-      }
+      expectUnauthenticated(await send(route, id, credential!), credential!);
 
       expect(await snapshot(id)).toEqual(before);
     });

@@ -11,7 +11,7 @@
  * that each role meets A's Idempotency-Keys for the first time in its own tenant.
  *
  * What is sent is derived at run time from `/openapi.json` and MCP `tools/list`
- * (test/faults/helpers/id-inputs.ts): every resource id (a UUID) in a path, query or body gets
+ * (test/helpers/id-inputs.ts): every resource id (a UUID) in a path, query or body gets
  * each of A's ids of its kind, and every label (`…Id`, `cursor`) gets A's values. The tables
  * below only say how to build each route's body; a route or input they cannot serve fails the
  * coverage test. What must hold:
@@ -43,7 +43,7 @@ import {
   type PlannedOperation,
   planOperations,
   problemsOf,
-} from './helpers/id-inputs.ts';
+} from '../helpers/id-inputs.ts';
 
 /** An hour far from now, so no nightly report fires while the test runs. */
 const FAR_HOUR = (new Date().getUTCHours() + 12) % 24;

@@ -1,6 +1,7 @@
 /**
  * Where a request can carry an id, read from the live `/openapi.json` (and MCP `tools/list`), so
- * the cross-tenant row of the fault suite covers every route there is, not a list someone keeps:
+ * the cross-tenant tests (test/e2e/route-security.test.ts, the fault suite's isolation row) cover
+ * every route there is, not a list someone keeps:
  * - a **resource id** is a string of `format: uuid` (every id the server issues is a UUID), in a
  *   path parameter, a query parameter or anywhere in a body. Its kind (`facts`, `reports`, …) is
  *   the path segment before `{id}`, or the property name (`factId` → `facts`);
