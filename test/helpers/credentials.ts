@@ -144,16 +144,17 @@ export async function badCredentials(tenantId: string): Promise<Map<BadCredentia
   return new Map(built);
 }
 
-/** A 401 `unauthenticated` in the error envelope that echoes nothing of the credential. */
-export function expectUnauthenticated(response: ApiResponse, credential: Credential): void {
-  expect(response.status, JSON.stringify(response.body)).toBe(401);
-  expect(response.body).toEqual({
+/** A 401 `unauthenticated` in the error envelope that echoes nothing of the credential; `what` names the request in failures. */
+export function expectUnauthenticated(response: ApiResponse, credential: Credential, what = ''): void {
+  const shown = `${what} ${response.status} ${JSON.stringify(response.body)}`;
+  expect(response.status, shown).toBe(401);
+  expect(response.body, shown).toEqual({
     error: { code: 'unauthenticated', message: expect.any(String), requestId: expect.any(String) },
   });
-  expect(response.headers.get('x-request-id')).toBe(response.body.error.requestId);
+  expect(response.headers.get('x-request-id'), shown).toBe(response.body.error.requestId);
   const text = JSON.stringify(response.body);
-  for (const secret of credential.secrets) expect(text).not.toContain(secret);
+  for (const secret of credential.secrets) expect(text, what).not.toContain(secret);
   for (const header of ['x-request-id', 'content-type', 'www-authenticate']) {
-    for (const secret of credential.secrets) expect(response.headers.get(header) ?? '').not.toContain(secret);
+    for (const secret of credential.secrets) expect(response.headers.get(header) ?? '', `${what} ${header}`).not.toContain(secret);
   }
 }
