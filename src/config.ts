@@ -30,6 +30,40 @@ const url = (protocols: readonly string[]) =>
 const optionalUrl = (protocols: readonly string[]) =>
   z.preprocess((value) => (value === '' ? undefined : value), url(protocols).optional());
 
+/** The route classes that have rate limits of their own (src/http/rate-limit.ts; docs/decisions.md, "Rate limits"). */
+export const rateLimitClasses = ['writes', 'searches', 'reports', 'reads'] as const;
+export type RateLimitClass = (typeof rateLimitClasses)[number];
+
+/** Requests a minute per caller (tenant + token `sub`) and per tenant (all its callers together). */
+export interface RateLimit {
+  perCaller: number;
+  perTenant: number;
+}
+
+/** Each class's limits; undefined: that class is not limited (`off`). */
+export type RateLimits = Record<RateLimitClass, RateLimit | undefined>;
+
+/** Far above what one agent or importer asks for; there to keep one caller or tenant from starving the rest. */
+const defaultRateLimits: Record<RateLimitClass, string> = { writes: '1200/6000', searches: '1200/6000', reports: '60/300', reads: '2400/12000' };
+
+const rateLimitFormat = 'must be "<per caller>/<per tenant>" requests a minute (e.g. 600/3000) or "off"';
+
+const rateLimitSetting = (byDefault: string) =>
+  z.preprocess(
+    (value) => (value === undefined || value === '' ? byDefault : value),
+    z
+      .string()
+      .trim()
+      .regex(/^(off|\d{1,9}\/\d{1,9})$/i, rateLimitFormat)
+      .transform((value): RateLimit | undefined => {
+        if (value.toLowerCase() === 'off') return undefined;
+        const [perCaller, perTenant] = value.split('/').map(Number) as [number, number];
+        return { perCaller, perTenant };
+      })
+      .refine((limit) => limit === undefined || (limit.perCaller >= 1 && limit.perTenant >= 1), 'must allow at least 1 request a minute per caller and per tenant, or be "off"')
+      .refine((limit) => limit === undefined || limit.perCaller <= limit.perTenant, 'must not allow one caller more than its whole tenant (<per caller> ≤ <per tenant>)'),
+  );
+
 const postgresProtocols = ['postgres:', 'postgresql:'] as const;
 const httpUrl = ['http:', 'https:'] as const;
 
@@ -137,6 +171,10 @@ const environmentSchema = z
       (value) => (value === undefined || value === '' ? 10_000 : value),
       z.coerce.number().int('must be a whole number').min(0, 'must be 0 or more'),
     ),
+    MNEMO_RATE_LIMIT_WRITES: rateLimitSetting(defaultRateLimits.writes),
+    MNEMO_RATE_LIMIT_SEARCHES: rateLimitSetting(defaultRateLimits.searches),
+    MNEMO_RATE_LIMIT_REPORTS: rateLimitSetting(defaultRateLimits.reports),
+    MNEMO_RATE_LIMIT_READS: rateLimitSetting(defaultRateLimits.reads),
   })
   .superRefine((env, ctx) => {
     if (env.KINDGI_MEMORY_EMBEDDINGS === 'openai-compat') {
@@ -213,6 +251,8 @@ export interface Config {
   jobLockMs: number;
   /** How long shutdown may take before the process exits anyway. */
   shutdownTimeoutMs: number;
+  /** MNEMO_RATE_LIMIT_*: per route class, kept in Redis for every API node (in this process without it). */
+  rateLimits: RateLimits;
 }
 
 export interface MigrateConfig {
@@ -320,6 +360,12 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
     purgeGraceMs: e.MNEMO_PURGE_GRACE_DAYS * 24 * 3600 * 1000,
     jobLockMs: e.MNEMO_JOB_LOCK_MS,
     shutdownTimeoutMs: e.MNEMO_SHUTDOWN_TIMEOUT_MS,
+    rateLimits: {
+      writes: e.MNEMO_RATE_LIMIT_WRITES,
+      searches: e.MNEMO_RATE_LIMIT_SEARCHES,
+      reports: e.MNEMO_RATE_LIMIT_REPORTS,
+      reads: e.MNEMO_RATE_LIMIT_READS,
+    },
   };
 }
 
