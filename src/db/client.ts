@@ -1,6 +1,7 @@
 import { sql as drizzleSql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres, { type Sql } from 'postgres';
+import { type PoolName, type PoolTracker, trackPool } from '../metrics.ts';
 import * as schema from './schema.ts';
 
 export type Db = PostgresJsDatabase<typeof schema>;
@@ -31,9 +32,11 @@ export interface ConnectOptions {
    */
   statementTimeoutMs?: number;
   /**
-   * Whether `withTenant(..., { prepared: true })` may use server-side prepared statements (default
-   * true). Off only behind a pooler that cannot keep them: PgBouncer in transaction mode before
-   * 1.21, or with `max_prepared_statements = 0`.
+   * Whether statements may be prepared on the server (default true): `withTenant(..., { prepared:
+   * true })`'s, and postgres.js's own, which prepares every tagged-template query by default. Off
+   * (MNEMO_DB_PREPARED_STATEMENTS=false) behind a pooler that cannot keep them: PgBouncer in
+   * transaction mode before 1.21, or with `max_prepared_statements = 0`, hands each transaction
+   * whichever server connection is free, where a statement prepared on another one does not exist.
    */
   preparedStatements?: boolean;
   /** A Unix socket file to connect through instead of the URL's host and port (the embedded database). */
@@ -51,6 +54,8 @@ export interface ConnectOptions {
    * transaction, so row-level security applies as with a real server (src/embedded/database.ts).
    */
   transactionRole?: string;
+  /** The pool's name in the metrics (`mnemo_db_*{pool}`): `primary` (default), or `read` for a replica's. */
+  pool?: PoolName;
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
@@ -70,6 +75,8 @@ export function reconnectDelaySeconds(failures: number): number {
 const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined; role?: string | undefined }>();
 /** The same pool as a drizzle handle whose statements are prepared, keyed by the plain handle. */
 const preparedHandles = new WeakMap<Db, Db>();
+/** Each client's count of tenant transactions in flight, for the pool metrics (src/metrics.ts). */
+const poolTrackers = new WeakMap<Db, PoolTracker>();
 
 /**
  * The client with every statement prepared, inside transactions and savepoints too. drizzle hands
@@ -95,26 +102,31 @@ function preparing(sql: Sql): Sql {
 }
 
 export function connect(url: string, options: ConnectOptions = {}): Database {
+  const prepared = options.preparedStatements ?? true;
+  const max = options.max ?? 10;
   const sql = postgres(url, {
-    max: options.max ?? 10,
+    max,
     connection: { application_name: options.applicationName ?? 'mnemo' },
     connect_timeout: (options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) / 1000,
     backoff: reconnectDelaySeconds,
     onnotice: () => {},
     // Dates come back as Date; bigint counts as numbers (counts here never pass 2^53).
     types: { bigint: postgres.BigInt },
+    prepare: prepared,
     ...(options.socketPath ? { path: options.socketPath } : {}),
     ...(options.maxLifetimeSeconds !== undefined ? { max_lifetime: options.maxLifetimeSeconds } : {}),
   });
   const db = drizzle(sql, { schema });
-  if (options.preparedStatements ?? true) preparedHandles.set(db, drizzle(preparing(sql), { schema }));
+  const tracker = trackPool(options.pool ?? 'primary', max);
+  poolTrackers.set(db, tracker);
+  if (prepared) preparedHandles.set(db, drizzle(preparing(sql), { schema }));
   if (options.statementTimeoutMs || options.transactionRole) {
     tenantSettings.set(db, { statementTimeoutMs: options.statementTimeoutMs || undefined, role: options.transactionRole });
   }
   return {
     db,
     sql,
-    close: ({ timeoutSeconds = 5 } = {}) => sql.end({ timeout: timeoutSeconds }),
+    close: ({ timeoutSeconds = 5 } = {}) => sql.end({ timeout: timeoutSeconds }).finally(() => tracker.close()),
   };
 }
 
@@ -149,7 +161,7 @@ export async function withTenant<T>(
   }
   const { statementTimeoutMs, role } = tenantSettings.get(db) ?? {};
   const handle = (options.prepared && preparedHandles.get(db)) || db;
-  return handle.transaction(async (tx) => {
+  const transaction = () => handle.transaction(async (tx) => {
     // JIT compilation costs 30-50 ms once a plan crosses jit_above_cost, more than our queries
     // run; off for the transaction, in the same round trip as the tenant. So is the statement
     // timeout: a statement past it is cancelled by the server (57014, answered 503), so a slow
@@ -171,6 +183,8 @@ export async function withTenant<T>(
     const [, result] = await Promise.all([settings.then(() => undefined), fn(tx)]);
     return result;
   }, config);
+  const tracker = poolTrackers.get(db);
+  return tracker ? tracker.track(transaction) : transaction();
 }
 
 /** The role DATABASE_URL connects as must not run the app: one line saying why and what to do. */
@@ -181,9 +195,9 @@ export class UnsafeDatabaseRoleError extends Error {
   }
 }
 
-function bypassesRowLevelSecurity(role: string, reason: string): UnsafeDatabaseRoleError {
+function bypassesRowLevelSecurity(variable: string, role: string, reason: string): UnsafeDatabaseRoleError {
   return new UnsafeDatabaseRoleError(
-    `DATABASE_URL connects as "${role}", which ${reason}, so row-level security would not isolate tenants; ` +
+    `${variable} connects as "${role}", which ${reason}, so row-level security would not isolate tenants; ` +
       "connect as the app's own login role (npm run migrate with DATABASE_ADMIN_URL provisions it)",
   );
 }
@@ -192,9 +206,10 @@ function bypassesRowLevelSecurity(role: string, reason: string): UnsafeDatabaseR
  * Refuses a connection whose role could see across tenants: a superuser, a BYPASSRLS role, or
  * the owner of the tenant tables (an owner can switch RLS off); and one that is not in this
  * database's app group (drizzle/0007), which holds the app's privileges. The API and workers
- * call this at startup, so a misconfigured deployment fails loudly instead of at its first query.
+ * call this at startup, so a misconfigured deployment fails loudly instead of at its first query;
+ * the API also for its read replica's connection (`variable` names the setting the errors blame).
  */
-export async function assertRestrictedRole(sql: Sql): Promise<void> {
+export async function assertRestrictedRole(sql: Sql, variable = 'DATABASE_URL'): Promise<void> {
   const [role] = await sql<{ name: string; superuser: boolean; bypassrls: boolean; owner: boolean; migrated: boolean }[]>`
     select r.rolname as name, r.rolsuper as superuser, r.rolbypassrls as bypassrls,
            coalesce(pg_has_role(current_user, c.relowner, 'USAGE'), false) as owner,
@@ -203,11 +218,11 @@ export async function assertRestrictedRole(sql: Sql): Promise<void> {
     left join pg_class c on c.oid = to_regclass('public.facts')
     where r.rolname = current_user`;
   if (!role) throw new Error('could not read the current database role');
-  if (role.superuser) throw bypassesRowLevelSecurity(role.name, 'is a superuser');
-  if (role.bypassrls) throw bypassesRowLevelSecurity(role.name, 'has BYPASSRLS');
-  if (role.owner) throw bypassesRowLevelSecurity(role.name, 'owns the tenant tables');
+  if (role.superuser) throw bypassesRowLevelSecurity(variable, role.name, 'is a superuser');
+  if (role.bypassrls) throw bypassesRowLevelSecurity(variable, role.name, 'has BYPASSRLS');
+  if (role.owner) throw bypassesRowLevelSecurity(variable, role.name, 'owns the tenant tables');
   if (!role.migrated) {
-    throw new UnsafeDatabaseRoleError('the database at DATABASE_URL has no app group yet: run npm run migrate (with DATABASE_ADMIN_URL)');
+    throw new UnsafeDatabaseRoleError(`the database at ${variable} has no app group yet: run npm run migrate (with DATABASE_ADMIN_URL)`);
   }
   const [group] = await sql<{ name: string; member: boolean }[]>`
     select public.mnemo_app_group() as name,
@@ -215,7 +230,7 @@ export async function assertRestrictedRole(sql: Sql): Promise<void> {
                    and pg_has_role(current_user, g.oid, 'USAGE')) as member`;
   if (!group?.member) {
     throw new UnsafeDatabaseRoleError(
-      `DATABASE_URL connects as "${role.name}", which is not a member of "${group?.name}", this database's app group; ` +
+      `${variable} connects as "${role.name}", which is not a member of "${group?.name}", this database's app group; ` +
         `npm run migrate with DATABASE_ADMIN_URL grants it (or GRANT "${group?.name}" TO "${role.name}")`,
     );
   }
