@@ -4,12 +4,12 @@ import { defineConfig } from 'vitest/config';
  * `npm test`: every behaviour, in a few minutes. Long runs of the same behaviours at full size
  * (whole IR collections, 1,000-fact model switches, 100,000-episode reports) are in test/slow/
  * (`npm run test:slow`, vitest.slow.config.ts); the fault-injection suite, which starts and
- * kills its own servers, is `npm run test:faults`.
+ * kills its own servers, is `npm run test:faults`, and the multi-node load test `npm run test:scale`.
  */
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/faults/**', 'test/slow/**', '**/node_modules/**'],
+    exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', '**/node_modules/**'],
     globalSetup: ['test/setup/global.ts'],
     // Each file gets its own database (test/helpers/database.ts) and its own Redis queue prefix
     // (test/helpers/redis.ts), so files run in parallel. Most of a file's time is spent waiting

@@ -1,0 +1,18 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * The scale suite (`npm run test:scale`): several API and worker processes behind a load balancer
+ * (HAProxy) over PgBouncer, PostgreSQL (and a streaming replica) and Redis of its own on loopback,
+ * under load. One file at a time with nothing else running: each loads both cores on purpose, and
+ * prints figures that another file's load would skew.
+ */
+export default defineConfig({
+  test: {
+    include: ['test/scale/**/*.test.ts'],
+    globalSetup: ['test/setup/global.ts'],
+    pool: 'forks',
+    fileParallelism: false,
+    testTimeout: 300_000,
+    hookTimeout: 180_000,
+  },
+});
