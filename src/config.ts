@@ -71,6 +71,7 @@ const environmentSchema = z
   .object({
     DATABASE_URL: optionalUrl(postgresProtocols),
     DATABASE_ADMIN_URL: optionalUrl(postgresProtocols),
+    DATABASE_READ_URL: optionalUrl(postgresProtocols),
     REDIS_URL: optionalUrl(['redis:', 'rediss:']),
     PORT: z.preprocess(
       (value) => (value === undefined || value === '' ? 3000 : value),
@@ -141,6 +142,10 @@ const environmentSchema = z
       (value) => (value === undefined || value === '' ? 30_000 : value),
       z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
     ),
+    MNEMO_DB_PREPARED_STATEMENTS: z.preprocess(
+      (value) => (value === undefined || value === '' ? 'true' : value),
+      z.enum(['true', 'false'], { message: 'must be true or false' }).transform((value) => value === 'true'),
+    ),
     MNEMO_DB_CONNECT_TIMEOUT_MS: z.preprocess(
       (value) => (value === undefined || value === '' ? 3000 : value),
       z.coerce
@@ -192,8 +197,12 @@ type Environment = z.infer<typeof environmentSchema>;
  * Where the data lives (DESIGN §1): a PostgreSQL server (DATABASE_URL: the app role's connection,
  * not the tables' owner; see docs/decisions.md), or, with DATABASE_URL unset, the embedded
  * PostgreSQL in this process, in `dataDir` (MNEMO_DATA_DIR, default ./.mnemo; src/embedded/).
+ * `readUrl` (DATABASE_READ_URL, the API only): a streaming replica that lists, searches and
+ * reports read from (docs/operations.md, "Read replicas").
  */
-export type Storage = { kind: 'server'; databaseUrl: string } | { kind: 'embedded'; dataDir: string };
+export type Storage =
+  | { kind: 'server'; databaseUrl: string; readUrl?: string | undefined }
+  | { kind: 'embedded'; dataDir: string };
 
 /** Where jobs run: BullMQ workers on REDIS_URL, or, with REDIS_URL unset, the API process itself. */
 export type Jobs = { kind: 'bullmq'; redisUrl: string } | { kind: 'in-process' };
@@ -209,6 +218,8 @@ export interface Config {
      * for the API (requests), MNEMO_WORKER_STATEMENT_TIMEOUT_MS for the worker (batches, sweeps).
      */
     statementTimeoutMs: number;
+    /** Server-side prepared statements (MNEMO_DB_PREPARED_STATEMENTS): off behind PgBouncer in transaction mode before 1.21. */
+    preparedStatements: boolean;
   };
   /** `statement_timeout` of jobs the API runs itself (no Redis): the worker's, MNEMO_WORKER_STATEMENT_TIMEOUT_MS. */
   jobStatementTimeoutMs: number;
@@ -314,8 +325,11 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
   if (purpose === 'api' && !e.DATABASE_URL && e.REDIS_URL) {
     throw new ConfigError('REDIS_URL', 'is set without DATABASE_URL: workers could not reach the embedded database; unset REDIS_URL (jobs then run in the API process) or set DATABASE_URL');
   }
+  if (purpose === 'api' && !e.DATABASE_URL && e.DATABASE_READ_URL) {
+    throw new ConfigError('DATABASE_READ_URL', 'is set without DATABASE_URL: the embedded database has no replicas; unset DATABASE_READ_URL or set DATABASE_URL');
+  }
   const storage: Storage = e.DATABASE_URL
-    ? { kind: 'server', databaseUrl: e.DATABASE_URL }
+    ? { kind: 'server', databaseUrl: e.DATABASE_URL, ...(purpose === 'api' && e.DATABASE_READ_URL ? { readUrl: e.DATABASE_READ_URL } : {}) }
     : purpose === 'api'
       ? { kind: 'embedded', dataDir: resolveDataDir(env) }
       : { kind: 'server', databaseUrl: required(e, 'DATABASE_URL') };
@@ -330,6 +344,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
     database: {
       connectTimeoutMs: e.MNEMO_DB_CONNECT_TIMEOUT_MS,
       statementTimeoutMs: purpose === 'api' ? e.MNEMO_STATEMENT_TIMEOUT_MS : e.MNEMO_WORKER_STATEMENT_TIMEOUT_MS,
+      preparedStatements: e.MNEMO_DB_PREPARED_STATEMENTS,
     },
     jobStatementTimeoutMs: e.MNEMO_WORKER_STATEMENT_TIMEOUT_MS,
     port: e.PORT,

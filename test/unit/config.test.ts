@@ -43,10 +43,29 @@ describe('loadConfig', () => {
   });
 
   it('bounds database work: a connect timeout, and a statement timeout per process (longer for the worker)', () => {
-    expect(loadConfig(base, 'worker').database).toEqual({ connectTimeoutMs: 3000, statementTimeoutMs: 120_000 });
+    expect(loadConfig(base, 'worker').database).toEqual({ connectTimeoutMs: 3000, statementTimeoutMs: 120_000, preparedStatements: true });
     const env = { ...base, MNEMO_DB_CONNECT_TIMEOUT_MS: '1500', MNEMO_STATEMENT_TIMEOUT_MS: '800', MNEMO_WORKER_STATEMENT_TIMEOUT_MS: '0' };
-    expect(loadConfig(env, 'api').database).toEqual({ connectTimeoutMs: 1500, statementTimeoutMs: 800 });
-    expect(loadConfig(env, 'worker').database).toEqual({ connectTimeoutMs: 1500, statementTimeoutMs: 0 });
+    expect(loadConfig(env, 'api').database).toEqual({ connectTimeoutMs: 1500, statementTimeoutMs: 800, preparedStatements: true });
+    expect(loadConfig(env, 'worker').database).toEqual({ connectTimeoutMs: 1500, statementTimeoutMs: 0, preparedStatements: true });
+  });
+
+  it('turns server-side prepared statements off for PgBouncer in transaction mode, in the API and the worker alike', () => {
+    for (const purpose of ['api', 'worker'] as const) {
+      expect(loadConfig({ ...base, MNEMO_DB_PREPARED_STATEMENTS: 'false' }, purpose).database.preparedStatements).toBe(false);
+      expect(loadConfig({ ...base, MNEMO_DB_PREPARED_STATEMENTS: 'true' }, purpose).database.preparedStatements).toBe(true);
+      expect(loadConfig({ ...base, MNEMO_DB_PREPARED_STATEMENTS: '' }, purpose).database.preparedStatements).toBe(true);
+    }
+  });
+
+  it('reads a replica for the API only, and refuses one beside the embedded database', () => {
+    const replica = 'postgres://mnemo_api:pw@replica.internal:5432/mnemo';
+    expect(loadConfig({ ...base, DATABASE_READ_URL: replica }, 'api').storage).toEqual({ kind: 'server', databaseUrl: base.DATABASE_URL, readUrl: replica });
+    // A worker writes: it has no use for a replica, and keeps none.
+    expect(loadConfig({ ...base, DATABASE_READ_URL: replica }, 'worker').storage).toEqual({ kind: 'server', databaseUrl: base.DATABASE_URL });
+    expect(loadConfig({ ...base, DATABASE_READ_URL: '' }, 'api').storage).toEqual({ kind: 'server', databaseUrl: base.DATABASE_URL });
+    expect(failure(() => loadConfig({ MNEMO_JWT_SECRET: secret, DATABASE_READ_URL: replica }, 'api'))).toBe(
+      'Invalid configuration: DATABASE_READ_URL is set without DATABASE_URL: the embedded database has no replicas; unset DATABASE_READ_URL or set DATABASE_URL',
+    );
   });
 
   it('reads the embeddings endpoint when turned on', () => {
@@ -115,6 +134,8 @@ describe('loadConfig', () => {
   it.each([
     [{ DATABASE_URL: 'mysql://x/y' }, 'Invalid configuration: DATABASE_URL must be a URL starting with postgres:// or postgresql://'],
     [{ REDIS_URL: 'not a url' }, 'Invalid configuration: REDIS_URL must be a URL starting with redis:// or rediss://'],
+    [{ DATABASE_READ_URL: 'replica.internal:5432' }, 'Invalid configuration: DATABASE_READ_URL must be a URL starting with postgres:// or postgresql://'],
+    [{ MNEMO_DB_PREPARED_STATEMENTS: 'no' }, 'Invalid configuration: MNEMO_DB_PREPARED_STATEMENTS must be true or false'],
     [{ PORT: 'abc' }, 'Invalid configuration: PORT must be a port number'],
     [{ PORT: '70000' }, 'Invalid configuration: PORT must be between 1 and 65535'],
     [{ PORT: '80.5' }, 'Invalid configuration: PORT must be a whole number'],
