@@ -15,6 +15,7 @@ import { BATCH_WRITE_PATH, factRoutes } from './http/facts.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
+import { limitMcpToolCalls, limitRequests, type RateLimiter } from './http/rate-limit.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
 import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
 import type { Logger } from './log.ts';
@@ -72,10 +73,12 @@ export interface AppDependencies {
   dispatcher?: Dispatcher | undefined;
   /** The erasure HMAC key (MNEMO_ERASURE_KEY); without it erasure requests answer 503. */
   erasureKey?: string | undefined;
+  /** Rate limits per route class (src/http/rate-limit.ts); absent, nothing is limited. */
+  rateLimiter?: RateLimiter | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey, rateLimiter }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
   const dispatch = dispatcher ?? createDispatcher({ logger });
 
@@ -93,6 +96,8 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   for (const path of ['/v1/*', '/api/kiwi/*']) {
     app.use(path, (c, next) => (bodyLimitFor(c.req.path) === BATCH_BODY_LIMIT_BYTES ? bodyLimitOf.batch : bodyLimitOf.other)(c, next));
     app.use(path, authenticate(verifyToken));
+    // Limits are per caller, so after authentication; before the body is read, which a refused request spares.
+    if (rateLimiter) app.use(path, limitRequests(rateLimiter));
     // After authentication: an unauthenticated request never makes the server read its body.
     app.use(path, emptyJsonBodyIsNoBody());
   }
@@ -101,7 +106,7 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   app.route('/', episodeRoutes({ db, dispatch }));
   app.route('/', erasureRoutes({ db, dispatch, erasureKey }));
   // MCP over streamable HTTP: its own body limit and bearer check (401 with WWW-Authenticate).
-  app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES }));
+  app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES, rateLimit: rateLimiter && limitMcpToolCalls(rateLimiter) }));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
   app.doc31('/openapi.json', openApiInfo);

@@ -1,12 +1,21 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../log.ts';
 
+/** How long the rate limiter waits for Redis before the node limits on its own (src/http/rate-limit.ts). */
+export const RATE_LIMIT_COMMAND_TIMEOUT_MS = 250;
+
 /**
- * Redis connections for BullMQ. A worker's connection blocks on Redis and must retry forever
- * (`maxRetriesPerRequest: null`, which BullMQ requires); a producer's connection fails fast, so
- * an API request does not hang when Redis is away (its outbox row is kept and re-enqueued later).
+ * Redis connections for BullMQ and the rate limiter. A worker's connection blocks on Redis and
+ * must retry forever (`maxRetriesPerRequest: null`, which BullMQ requires); a producer's
+ * connection fails fast, so an API request does not hang when Redis is away (its outbox row is
+ * kept and re-enqueued later). The rate limiter's is asked on every limited request, so it never
+ * waits for Redis: no queue while disconnected, no retry, and a short timeout for a Redis that
+ * hangs; it still reconnects by itself.
  */
-export function createRedis(url: string, purpose: 'worker' | 'producer'): Redis {
+export function createRedis(url: string, purpose: 'worker' | 'producer' | 'rate-limit'): Redis {
+  if (purpose === 'rate-limit') {
+    return new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: RATE_LIMIT_COMMAND_TIMEOUT_MS });
+  }
   return new Redis(url, {
     maxRetriesPerRequest: purpose === 'worker' ? null : 3,
     enableReadyCheck: true,

@@ -46,10 +46,12 @@ export interface McpRouteDependencies {
   logger: Logger;
   /** The same bound as /v1 bodies. */
   maxBodyBytes: number;
+  /** Counts tool calls in their class's rate limits (src/http/rate-limit.ts), once the caller is known. */
+  rateLimit?: MiddlewareHandler<AppEnv> | undefined;
 }
 
 /** `POST /mcp`, and 405 for every other method. */
-export function mcpRoutes({ db, verifyToken, logger, maxBodyBytes }: McpRouteDependencies) {
+export function mcpRoutes({ db, verifyToken, logger, maxBodyBytes, rateLimit = (_c, next) => next() }: McpRouteDependencies) {
   const routes = new Hono<AppEnv>();
 
   routes.post(
@@ -60,6 +62,7 @@ export function mcpRoutes({ db, verifyToken, logger, maxBodyBytes }: McpRouteDep
     }),
     challengeOnUnauthenticated(),
     authenticate(verifyToken),
+    rateLimit,
     async (c) => {
       const requestId = c.get('requestId');
       const server = createMcpServer({ db, principal: principalOf(c), logger, requestId });
