@@ -12,6 +12,7 @@ import { errorBody, respondWithError } from './http/errors.ts';
 import { episodeRoutes } from './http/episodes.ts';
 import { erasureRoutes } from './http/erasures.ts';
 import { BATCH_WRITE_PATH, factRoutes } from './http/facts.ts';
+import { type ReadRouting, rememberWrites } from './http/read-routing.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
@@ -73,12 +74,14 @@ export interface AppDependencies {
   dispatcher?: Dispatcher | undefined;
   /** The erasure HMAC key (MNEMO_ERASURE_KEY); without it erasure requests answer 503. */
   erasureKey?: string | undefined;
+  /** Where lists, searches and reports read (a replica, with read-your-writes); absent, the primary. */
+  reads?: ReadRouting | undefined;
   /** Rate limits per route class (src/http/rate-limit.ts); absent, nothing is limited. */
   rateLimiter?: RateLimiter | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey, rateLimiter }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey, reads, rateLimiter }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
   const dispatch = dispatcher ?? createDispatcher({ logger });
 
@@ -101,9 +104,11 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
     // After authentication: an unauthenticated request never makes the server read its body.
     app.use(path, emptyJsonBodyIsNoBody());
   }
-  app.route('/', factRoutes({ db, dispatch, erasureKey }));
-  app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured }));
-  app.route('/', episodeRoutes({ db, dispatch }));
+  // Before the routes: once a caller's write has answered, its reads wait for the replica to have it.
+  if (reads) app.use('*', rememberWrites(reads));
+  app.route('/', factRoutes({ db, dispatch, erasureKey, reads }));
+  app.route('/', retrievalRoutes({ db, embedder: embeddings?.embedder, configured: embeddings?.configured, reads }));
+  app.route('/', episodeRoutes({ db, dispatch, reads }));
   app.route('/', erasureRoutes({ db, dispatch, erasureKey }));
   // MCP over streamable HTTP: its own body limit and bearer check (401 with WWW-Authenticate).
   app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES, rateLimit: rateLimiter && limitMcpToolCalls(rateLimiter) }));

@@ -67,6 +67,8 @@ const rateLimitSetting = (byDefault: string) =>
 const postgresProtocols = ['postgres:', 'postgresql:'] as const;
 const httpUrl = ['http:', 'https:'] as const;
 
+const metricsPortRange = 'must be a port number from 1 to 65535, or 0 to serve no metrics';
+
 const environmentSchema = z
   .object({
     DATABASE_URL: optionalUrl(postgresProtocols),
@@ -80,6 +82,14 @@ const environmentSchema = z
         .int('must be a whole number')
         .min(1, 'must be between 1 and 65535')
         .max(65535, 'must be between 1 and 65535'),
+    ),
+    MNEMO_METRICS_PORT: z.preprocess(
+      (value) => (value === undefined || value === '' ? 9464 : value),
+      z.coerce
+        .number({ message: metricsPortRange })
+        .int(metricsPortRange)
+        .min(0, metricsPortRange)
+        .max(65535, metricsPortRange),
     ),
     MNEMO_JWT_SECRET: z.preprocess(
       (value) => (value === '' ? undefined : value),
@@ -225,6 +235,8 @@ export interface Config {
   jobStatementTimeoutMs: number;
   jobs: Jobs;
   port: number;
+  /** The worker's port for /metrics and /healthz (MNEMO_METRICS_PORT, default 9464); 0 serves none. The API serves /metrics on `port`. */
+  metricsPort: number;
   auth: {
     jwtSecret: string | undefined;
     jwksUrl: string | undefined;
@@ -348,6 +360,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
     },
     jobStatementTimeoutMs: e.MNEMO_WORKER_STATEMENT_TIMEOUT_MS,
     port: e.PORT,
+    metricsPort: e.MNEMO_METRICS_PORT,
     auth: {
       jwtSecret: e.MNEMO_JWT_SECRET,
       jwksUrl: e.MNEMO_JWKS_URL,

@@ -23,6 +23,7 @@ import { openEmbeddedDatabase } from './embedded/database.ts';
 import { withLocalSecrets } from './embedded/secrets.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
 import { answerMalformedRequests, manageConnections } from './http/connections.ts';
+import { openReplicaReads, type ReplicaReads, redisWritePositions } from './http/read-routing.ts';
 import { createDispatcher } from './jobs/dispatcher.ts';
 import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
@@ -54,6 +55,7 @@ async function main(): Promise<void> {
   // Both transports give producer handles. Redis being away delays the work, never the request:
   // the reconciler finds what Postgres records (outbox rows, facts without their vector) later.
   const dispatcher = createDispatcher({ queues: jobs.queues, logger, embeddings: embeddings !== undefined });
+  const reads = await startReplicaReads(config, storage, logger);
 
   let accepting = true;
   const app = createApp({
@@ -61,13 +63,15 @@ async function main(): Promise<void> {
     embeddings,
     dispatcher,
     erasureKey: config.erasureKey,
+    reads,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {
       accepting: () => accepting,
-      checks: { postgres: () => database.sql`select 1`, ...jobs.checks },
-      // Without Redis, writes still commit and the reconciler queues their work once it is back.
-      degradable: ['redis'],
+      checks: { postgres: () => database.sql`select 1`, ...jobs.checks, ...(reads && { replica: () => reads.check() }) },
+      // Without Redis, writes still commit and the reconciler queues their work once it is back;
+      // without the replica, reads go to the primary.
+      degradable: ['redis', 'replica'],
     },
   });
 
@@ -102,6 +106,8 @@ async function closeAll(): Promise<void> {
 
 interface Storage {
   database: Database;
+  /** The streaming replica lists, searches and reports read from (DATABASE_READ_URL), if any. */
+  replica?: Database | undefined;
   /** A database for jobs run in this process: their own pool and statement timeout where a server allows it. */
   jobsDatabase(): Database;
   describe: string;
@@ -110,23 +116,27 @@ interface Storage {
 async function openStorage(config: Config, logger: Logger): Promise<Storage> {
   const connectOptions = { applicationName: 'mnemo-api', ...config.database };
   if (config.storage.kind === 'server') {
-    const { databaseUrl } = config.storage;
+    const { databaseUrl, readUrl } = config.storage;
     const database = connect(databaseUrl, connectOptions);
     closers.push(() => database.close());
+    const replica = readUrl ? connect(readUrl, { ...connectOptions, applicationName: 'mnemo-api-read' }) : undefined;
+    if (replica) closers.push(() => replica.close());
     const url = new URL(databaseUrl);
     return {
       database,
+      replica,
       jobsDatabase: () => {
         const jobs = connect(databaseUrl, {
           max: 3,
           applicationName: 'mnemo-api-jobs',
           connectTimeoutMs: config.database.connectTimeoutMs,
           statementTimeoutMs: config.jobStatementTimeoutMs,
+          preparedStatements: config.database.preparedStatements,
         });
         closers.push(() => jobs.close());
         return jobs;
       },
-      describe: `Storage: PostgreSQL at ${url.host}${url.pathname}`,
+      describe: `Storage: PostgreSQL at ${url.host}${url.pathname}${readUrl ? `, reads from the replica at ${new URL(readUrl).host}${new URL(readUrl).pathname}` : ''}`,
     };
   }
   const started = performance.now();
@@ -143,6 +153,20 @@ async function openStorage(config: Config, logger: Logger): Promise<Storage> {
     jobsDatabase: () => embedded.database,
     describe: `Storage: embedded PostgreSQL (${displayDataDir(config.storage.dataDir)})`,
   };
+}
+
+/**
+ * Reads on the replica with read-your-writes (src/http/read-routing.ts). Each caller's last write
+ * position is shared through Redis by every API node, over a connection of its own; without Redis
+ * (jobs in this process: one node) this node's memory is enough.
+ */
+async function startReplicaReads(config: Config, storage: Storage, logger: Logger): Promise<ReplicaReads | undefined> {
+  if (!storage.replica) return undefined;
+  const positions = config.jobs.kind === 'bullmq' ? redisWritePositions(config.jobs.redisUrl, config.queuePrefix, logger) : undefined;
+  if (positions) closers.push(() => positions.close());
+  const reads = await openReplicaReads({ primary: storage.database, replica: storage.replica, positions, logger });
+  closers.push(async () => reads.close());
+  return reads;
 }
 
 interface Jobs {

@@ -20,6 +20,7 @@ import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { ScopeFilter } from '../memory/conditions.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
+import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -111,6 +112,8 @@ export interface EpisodeRouteDeps {
   db: Db;
   /** Hands reports and nightly schedulers to the queues after the commit (without queues, the reconciler does). */
   dispatch: Dispatcher;
+  /** Where the coverage report reads (a replica, with read-your-writes); default the primary. */
+  reads?: ReadRouting | undefined;
 }
 
 /** The scope keys a report query gave, or none (every fact the caller can read takes part). */
@@ -119,11 +122,13 @@ const scopeOf = (keys: ScopeFilter): ScopeFilter | undefined => {
   return Object.keys(scope).length > 0 ? scope : undefined;
 };
 
-export function episodeRoutes({ db, dispatch }: EpisodeRouteDeps) {
+export function episodeRoutes({ db, dispatch, reads = primaryReads(db) }: EpisodeRouteDeps) {
   const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   // `limit` is always a key of the parsed query, undefined when not given: a default spread under
-  // it would be overwritten, and the lists would come back whole.
-  const report = (c: Context<AppEnv>, params: ReportParams) => coverageReport(callerOf(c), { ...params, limit: params.limit ?? REPORT_LIST_DEFAULT });
+  // it would be overwritten, and the lists would come back whole. The report reads where this
+  // caller's reads go (http/read-routing.ts); stored reports and schedules stay on the primary.
+  const report = (c: Context<AppEnv>, params: ReportParams) =>
+    readFrom(c, reads, (readDb) => coverageReport({ db: readDb, principal: principalOf(c) }, { ...params, limit: params.limit ?? REPORT_LIST_DEFAULT }));
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(reportRoute, async (c) => {

@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
+import type { Caller } from '../core/caller.ts';
 import type { Db } from '../db/client.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { parseProvenanceHeader } from '../kiwifs/provenance.ts';
@@ -31,6 +32,7 @@ import {
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { idempotent, type Outcome } from './idempotency.ts';
+import { primaryReads, readFrom, type ReadOptions, type ReadRouting } from './read-routing.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -165,10 +167,17 @@ export interface FactRouteDeps {
   dispatch: Dispatcher;
   /** When erasure is on: writes naming someone being erased answer 409. */
   erasureKey?: string | undefined;
+  /** Where lists and reads by id go (a replica, with read-your-writes); default the primary. */
+  reads?: ReadRouting | undefined;
 }
 
-export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
+export function factRoutes({ db, dispatch, erasureKey, reads = primaryReads(db) }: FactRouteDeps) {
   const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
+  /** A read's caller: its database is the one this caller's reads go to (http/read-routing.ts). */
+  const readAs = <T>(c: Context<AppEnv>, verb: (caller: Caller) => Promise<T>, options?: ReadOptions) =>
+    readFrom(c, reads, (readDb) => verb({ db: readDb, principal: principalOf(c) }), options);
+  // A fact asked for by id exists somewhere: missing on the replica, it may not have arrived yet.
+  const byId = { notFoundAsksPrimary: true };
   /**
    * New content wants a vector: queued once the write has committed, one request for the tenant
    * however many facts it wrote (the job reads them from Postgres). A replay or a refused write
@@ -201,10 +210,10 @@ export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
       await afterWrite(c, outcome);
       return send(c, outcome);
     })
-    .openapi(listRoute, async (c) => c.json(await listFacts(callerOf(c), c.req.valid('query')), 200))
+    .openapi(listRoute, async (c) => c.json(await readAs(c, (caller) => listFacts(caller, c.req.valid('query'))), 200))
     .openapi(readRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await readFact(callerOf(c), id, c.req.valid('query')), 200);
+      return c.json(await readAs(c, (caller) => readFact(caller, id, c.req.valid('query')), byId), 200);
     })
     .openapi(supersedeRoute, async (c) => {
       const { id } = c.req.valid('param');
@@ -232,6 +241,6 @@ export function factRoutes({ db, dispatch, erasureKey }: FactRouteDeps) {
     })
     .openapi(revisionsRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await listRevisions(callerOf(c), id), 200);
+      return c.json(await readAs(c, (caller) => listRevisions(caller, id), byId), 200);
     });
 }

@@ -8,6 +8,7 @@ import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveRes
 import { redactUrl } from '../redact.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
+import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
 import { bearerAuth, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -68,13 +69,18 @@ export interface RetrievalDeps {
   db: Db;
   embedder: QueryEmbedder | undefined;
   configured: { model: string; endpoint: string } | undefined;
+  /** Where searches go (a replica, with read-your-writes); default the primary. */
+  reads?: ReadRouting | undefined;
 }
 
-export function retrievalRoutes({ db, embedder, configured }: RetrievalDeps) {
+export function retrievalRoutes({ db, embedder, configured, reads = primaryReads(db) }: RetrievalDeps) {
   const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c), embedder });
+  /** A search's caller: its database is the one this caller's reads go to (http/read-routing.ts). */
+  const searchAs = <T>(c: Context<AppEnv>, verb: (caller: ReturnType<typeof callerOf>) => Promise<T>) =>
+    readFrom(c, reads, (readDb) => verb({ ...callerOf(c), db: readDb }));
   const shown = configured ? { model: configured.model, endpoint: redactUrl(configured.endpoint) } : null;
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
-    .openapi(retrieveRoute, async (c) => c.json(await retrieve(callerOf(c), c.req.valid('json')), 200))
-    .openapi(contextRoute, async (c) => c.json(await buildContext(callerOf(c), c.req.valid('json')), 200))
+    .openapi(retrieveRoute, async (c) => c.json(await searchAs(c, (caller) => retrieve(caller, c.req.valid('json'))), 200))
+    .openapi(contextRoute, async (c) => c.json(await searchAs(c, (caller) => buildContext(caller, c.req.valid('json'))), 200))
     .openapi(embeddingsRoute, async (c) => c.json({ configured: shown, models: await embeddingStatus(callerOf(c)) }, 200));
 }
