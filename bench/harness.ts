@@ -163,6 +163,9 @@ async function freePort(): Promise<number> {
 
 export const JWT_SECRET = randomBytes(24).toString('hex');
 
+/** MNEMO_RATE_LIMIT_* for the benches: far past any load they make. */
+export const UNREACHED_RATE_LIMIT = '100000000/100000000';
+
 export interface Embeddings {
   url: string;
   model: string;
@@ -177,6 +180,11 @@ function serviceEnv(env: Environment, scratch: Scratch, embeddings: Embeddings):
     REDIS_URL: env.redisUrl,
     MNEMO_QUEUE_PREFIX: scratch.queuePrefix,
     MNEMO_JWT_SECRET: JWT_SECRET,
+    // Counted on every request as in production, so their cost is in the figures, but never reached.
+    MNEMO_RATE_LIMIT_WRITES: UNREACHED_RATE_LIMIT,
+    MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_RATE_LIMIT,
+    MNEMO_RATE_LIMIT_REPORTS: UNREACHED_RATE_LIMIT,
+    MNEMO_RATE_LIMIT_READS: UNREACHED_RATE_LIMIT,
     LOG_LEVEL: 'info',
     KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
     KINDGI_MEMORY_EMBEDDINGS_URL: embeddings.url,

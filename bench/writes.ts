@@ -27,6 +27,7 @@ import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { uuidv7 } from '../src/core/ids.ts';
+import { UNREACHED_RATE_LIMIT } from './harness.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 import { sleep } from '../test/helpers/wait.ts';
 
@@ -164,6 +165,11 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
         MNEMO_JWT_SECRET: SECRET,
         MNEMO_QUEUE_PREFIX: `bench-writes-${runId}`,
         MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+        // Counted on every request as in production, so their cost is in the figures, but never reached.
+        MNEMO_RATE_LIMIT_WRITES: UNREACHED_RATE_LIMIT,
+        MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_RATE_LIMIT,
+        MNEMO_RATE_LIMIT_REPORTS: UNREACHED_RATE_LIMIT,
+        MNEMO_RATE_LIMIT_READS: UNREACHED_RATE_LIMIT,
         LOG_LEVEL: 'warn',
       },
       stdio: ['ignore', 'pipe', 'pipe'],

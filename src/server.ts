@@ -24,6 +24,7 @@ import { withLocalSecrets } from './embedded/secrets.ts';
 import { createEmbeddingProviders } from './embeddings/registry.ts';
 import { answerMalformedRequests, manageConnections } from './http/connections.ts';
 import { openReplicaReads, type ReplicaReads, redisWritePositions } from './http/read-routing.ts';
+import { createRateLimiter, type RateLimiter } from './http/rate-limit.ts';
 import { createDispatcher } from './jobs/dispatcher.ts';
 import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
@@ -56,6 +57,7 @@ async function main(): Promise<void> {
   // the reconciler finds what Postgres records (outbox rows, facts without their vector) later.
   const dispatcher = createDispatcher({ queues: jobs.queues, logger, embeddings: embeddings !== undefined });
   const reads = await startReplicaReads(config, storage, logger);
+  const rateLimiter = startRateLimits(config, logger);
 
   let accepting = true;
   const app = createApp({
@@ -64,6 +66,7 @@ async function main(): Promise<void> {
     dispatcher,
     erasureKey: config.erasureKey,
     reads,
+    rateLimiter,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {
@@ -208,6 +211,20 @@ function startJobs(
   // Closed before the database: running jobs finish first.
   closers.push(() => jobs.close());
   return { queues: jobs.queues, checks: {}, describe: 'Jobs: in-process' };
+}
+
+/**
+ * Rate limits counted in Redis, shared by every API node, over a connection of their own that never
+ * makes a request wait for Redis (src/jobs/redis.ts); without Redis (one node), in this process.
+ */
+function startRateLimits(config: Config, logger: Logger): RateLimiter {
+  const options = { limits: config.rateLimits, keyPrefix: `${config.queuePrefix}:rl`, logger };
+  if (config.jobs.kind !== 'bullmq') return createRateLimiter(options);
+  const redis = createRedis(config.jobs.redisUrl, 'rate-limit');
+  // Every reconnect attempt errs; the limiter says once when Redis goes and once when it is back.
+  redis.on('error', () => {});
+  closers.push(() => redis.quit().catch(() => {}));
+  return createRateLimiter({ ...options, redis });
 }
 
 /**

@@ -73,6 +73,11 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     MNEMO_ERASURE_KEY: TEST_ERASURE_KEY,
     MNEMO_QUEUE_PREFIX: prefix,
     MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
+    // The fault rows drive one token far past any rate limit on purpose; the limits have tests of their own.
+    MNEMO_RATE_LIMIT_WRITES: 'off',
+    MNEMO_RATE_LIMIT_SEARCHES: 'off',
+    MNEMO_RATE_LIMIT_REPORTS: 'off',
+    MNEMO_RATE_LIMIT_READS: 'off',
     PORT: String(port),
     ...(options.embeddings && {
       KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
