@@ -1,46 +1,77 @@
 /**
- * A private PgBouncer (Debian's `pgbouncer`, 1.18) in front of a PostgreSQL server on loopback, in
- * transaction mode as production runs it: a server connection is a client's only for the length
- * of one transaction. It runs as the `postgres` OS user (PgBouncer refuses root; started as root
- * it switches user itself), its files in a fresh temporary directory, on its own port. Clients
- * log in with SCRAM against the passwords given; PgBouncer logs in to the server as the same user.
- * Only this process is ever signalled.
+ * A private PgBouncer (Debian's `pgbouncer`, 1.18) on loopback in front of a PostgreSQL server, in
+ * transaction mode as production runs it (a server connection is a client's only for the length of
+ * one transaction): its own port, config and log in a fresh temporary directory. It refuses to run
+ * as root, so as root it runs as the `postgres` OS user. Clients log in with SCRAM against the
+ * passwords given; PgBouncer logs in to the server as the same user. Only the process started here
+ * is ever signalled.
+ *
+ * 1.18 keeps no prepared statement from one transaction to the next in transaction mode (1.21 can):
+ * the apps it serves run with MNEMO_DB_PREPARED_STATEMENTS=false. With them on, postgres.js's
+ * second use of a statement lands on another server connection and the query never answers.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import postgres from 'postgres';
 import { freePort } from '../../helpers/process.ts';
 import { sleep } from '../../helpers/wait.ts';
 
 export interface PgBouncerUser {
   name: string;
-  password: string;
+  /** Checked by PgBouncer (SCRAM) when every user has one; without passwords it trusts (auth_type trust). */
+  password?: string;
 }
 
 export interface PgBouncerOptions {
-  /** The PostgreSQL server's port on 127.0.0.1. */
+  /** The PostgreSQL server behind it; default 127.0.0.1. */
+  serverHost?: string;
   serverPort: number;
-  /** Who may log in through it (every database of the server is reachable under its own name). */
+  /** The databases it serves; default every database of the server (PgBouncer's `*`). */
+  databases?: readonly string[];
+  /** Who may connect (PgBouncer needs each user in its auth file, trust or not). */
   users: readonly PgBouncerUser[];
-  /** Server connections per database and user (PgBouncer's default_pool_size). Default 20. */
+  /** Server connections per user and database (`default_pool_size`); default 20. */
   poolSize?: number;
+  /** `max_client_conn`; default 1000. */
+  maxClientConnections?: number;
+  poolMode?: 'transaction' | 'session' | 'statement';
+  port?: number;
 }
 
 export interface PgBouncer {
   port: number;
+  /** The same URL (user, password, database) through PgBouncer: its host and port replaced. */
+  through(url: string): string;
+  /** A SHOW command on PgBouncer's admin console (e.g. `pools`, `stats`), its rows. */
+  show(what: string): Promise<Record<string, unknown>[]>;
   /** PgBouncer's own pid (not a wrapper's), e.g. for its CPU time. */
   pid: number;
-  /** `url` with its host and port turned to this PgBouncer's. */
-  through(url: string): string;
   /** PgBouncer's log, for a failure message. */
   log(): string;
+  /** SIGTERM (immediate shutdown), SIGKILL if it lingers; removes its directory. */
   stop(): Promise<void>;
 }
 
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
+/** The admin console's user: a name no test database has. */
+const ADMIN_USER = 'mnemo_bouncer_admin';
+
+function postgresIds(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((entry) => entry.startsWith('postgres:'));
+  if (!line) throw new Error('PgBouncer refuses to run as root, and there is no postgres OS user to run it as');
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+const quoted = (value: string) => `"${value.replaceAll('"', '""')}"`;
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const socket = createConnection({ host: '127.0.0.1', port });
     socket.once('connect', () => {
       socket.destroy();
@@ -48,64 +79,76 @@ const listening = (port: number) =>
     });
     socket.once('error', () => resolve(false));
   });
-
-/** The `postgres` OS user's ids, which PgBouncer switches to and which must read its files. */
-function postgresIds(): { uid: number; gid: number } {
-  const line = readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((entry) => entry.startsWith('postgres:'));
-  if (!line) throw new Error('no postgres OS user on this machine (the PostgreSQL server package creates it)');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
 }
 
-export async function startPgBouncer({ serverPort, users, poolSize = 20 }: PgBouncerOptions): Promise<PgBouncer> {
-  const port = await freePort();
+export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBouncer> {
+  const port = options.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'mnemo-scale-pgbouncer-'));
-  const asRoot = process.getuid?.() === 0;
-  const quoted = (value: string) => `"${value.replaceAll('"', '""')}"`;
-  writeFileSync(join(dir, 'userlist.txt'), users.map((u) => `${quoted(u.name)} ${quoted(u.password)}\n`).join(''));
-  writeFileSync(
-    join(dir, 'pgbouncer.ini'),
+  const ids = postgresIds();
+  if (ids) chownSync(dir, ids.uid, ids.gid);
+  const adminPassword = `admin-${Math.random().toString(36).slice(2)}`;
+  const users: PgBouncerUser[] = [...options.users, { name: ADMIN_USER, password: adminPassword }];
+  const scram = options.users.every((user) => user.password !== undefined);
+  const server = `host=${options.serverHost ?? '127.0.0.1'} port=${options.serverPort}`;
+  const databases = options.databases?.map((name) => `${name} = ${server} dbname=${name}`) ?? [`* = ${server}`];
+  const file = (name: string, text: string) => {
+    writeFileSync(join(dir, name), text, { mode: 0o600 });
+    if (ids) chownSync(join(dir, name), ids.uid, ids.gid);
+  };
+  file('userlist.txt', `${users.map((user) => `${quoted(user.name)} ${quoted(user.password ?? '')}`).join('\n')}\n`);
+  file(
+    'pgbouncer.ini',
     `[databases]
-* = host=127.0.0.1 port=${serverPort}
+${databases.join('\n')}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = ${port}
 unix_socket_dir =
-auth_type = scram-sha-256
+auth_type = ${scram ? 'scram-sha-256' : 'trust'}
 auth_file = ${join(dir, 'userlist.txt')}
-pool_mode = transaction
-default_pool_size = ${poolSize}
-max_client_conn = 1000
+admin_users = ${ADMIN_USER}
+stats_users = ${ADMIN_USER}
+pool_mode = ${options.poolMode ?? 'transaction'}
+default_pool_size = ${options.poolSize ?? 20}
+max_client_conn = ${options.maxClientConnections ?? 1000}
+; One line per client connection would drown what matters.
 log_connections = 0
 log_disconnections = 0
-${asRoot ? 'user = postgres\n' : ''}`,
+`,
   );
-  if (asRoot) {
-    const { uid, gid } = postgresIds();
-    for (const path of [dir, join(dir, 'userlist.txt'), join(dir, 'pgbouncer.ini')]) chownSync(path, uid, gid);
-  }
 
+  const child: ChildProcess = spawn('pgbouncer', [join(dir, 'pgbouncer.ini')], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(ids ?? {}),
+  });
   let output = '';
-  const child: ChildProcess = spawn('pgbouncer', [join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  const running = () => child.exitCode === null && child.signalCode === null;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // In the foreground PgBouncer logs to stderr.
+  const log = () => output.slice(-4000);
 
   const stop = async () => {
-    if (running()) child.kill('SIGTERM');
-    await exited;
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
     rmSync(dir, { recursive: true, force: true });
   };
+  // If the test process dies without stop(), do not leave a PgBouncer behind.
+  const onExit = () => child.kill('SIGKILL');
+  process.once('exit', onExit);
+  void exited.then(() => process.removeListener('exit', onExit));
 
-  const deadline = Date.now() + 10_000;
-  while (!(await listening(port))) {
-    if (!running() || Date.now() > deadline) {
+  const deadline = Date.now() + 15_000;
+  while (!(await accepts(port))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
       await stop();
-      throw new Error(`pgbouncer on port ${port} did not start: ${output.slice(-2000)}`);
+      throw new Error(`pgbouncer on port ${port} did not start:\n${log()}`);
     }
     await sleep(50);
   }
@@ -114,12 +157,21 @@ ${asRoot ? 'user = postgres\n' : ''}`,
     port,
     pid: child.pid!,
     through(url) {
-      const next = new URL(url);
-      next.hostname = '127.0.0.1';
-      next.port = String(port);
-      return next.toString();
+      const moved = new URL(url);
+      moved.hostname = '127.0.0.1';
+      moved.port = String(port);
+      return moved.toString();
     },
-    log: () => output,
+    async show(what) {
+      // The admin console speaks the simple protocol only, and has no catalog to read types from.
+      const admin = postgres({ host: '127.0.0.1', port, database: 'pgbouncer', username: ADMIN_USER, password: adminPassword, max: 1, fetch_types: false, onnotice: () => {} });
+      try {
+        return [...(await admin.unsafe(`show ${what}`))] as Record<string, unknown>[];
+      } finally {
+        await admin.end({ timeout: 1 });
+      }
+    },
+    log,
     stop,
   };
 }
