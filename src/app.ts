@@ -15,6 +15,7 @@ import { BATCH_WRITE_PATH, factRoutes } from './http/facts.ts';
 import { type ReadRouting, rememberWrites } from './http/read-routing.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
+import { metricsRoutes, recordRequests } from './http/metrics.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
 import { limitMcpToolCalls, limitRequests, type RateLimiter } from './http/rate-limit.ts';
 import { docsPage, openApiInfo } from './http/openapi.ts';
@@ -85,11 +86,14 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   const app = new OpenAPIHono<AppEnv>();
   const dispatch = dispatcher ?? createDispatcher({ logger });
 
+  // First, so the time counted is the whole chain's.
+  app.use('*', recordRequests());
   app.use('*', requestId());
   app.use('*', requestLog(logger));
   app.use('*', closeAfterRefusedBody());
 
   app.route('/', healthRoutes(readiness));
+  app.route('/', metricsRoutes());
 
   // KiwiFS's report path, for KiwiFS clients: the same limit and token as /v1.
   const limitTo = (maxSize: number, words: string) =>
