@@ -21,6 +21,7 @@ import { randomUUID } from 'node:crypto';
 import { Backoffs, getNextMillis } from 'bullmq';
 import type { Db } from '../db/client.ts';
 import type { Logger } from '../log.ts';
+import { countQueueJobs, type QueueState } from '../metrics.ts';
 import { claimOutbox, releaseOutboxClaim, renewOutboxClaim } from './outbox.ts';
 import {
   type AddOptions,
@@ -96,9 +97,11 @@ export function startInProcessJobs(options: InProcessJobsOptions): InProcessJobs
     const queue = queues.get(name);
     if (queue) void scheduleRepeatable(queue, every);
   }
+  const uncount = countQueueJobs(async () => Object.fromEntries([...queues].map(([name, queue]) => [name, queue.counts()])));
   return {
     queues,
     close: async () => {
+      uncount();
       await Promise.all([...queues.values()].map((queue) => queue.close()));
     },
   };
@@ -175,6 +178,13 @@ class InProcessQueue implements JobQueue {
 
   async add(name: string, data: JobData, opts: AddOptions = {}): Promise<unknown> {
     return this.addJob(name, data, opts, Date.now());
+  }
+
+  /** Its jobs by state, for the queue-depth metric. */
+  counts(): Record<QueueState, number> {
+    const counts = { waiting: 0, active: 0, delayed: 0, failed: 0 };
+    for (const job of this.jobs.values()) counts[job.state]++;
+    return counts;
   }
 
   async getJob(jobId: string): Promise<QueuedJob | undefined> {
@@ -352,6 +362,7 @@ class InProcessQueue implements JobQueue {
       data,
       attemptsMade,
       timestamp,
+      processedOn: Date.now(),
       opts: { attempts: this.attempts },
       // Nobody reads a running job's progress without Redis: `mnemo reembed --watch` counts coverage in Postgres.
       updateProgress: async () => {},

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { Db } from '../db/client.ts';
 import { databaseUnavailableReason } from '../db/errors.ts';
 import { type Logger, type SafeError, safeError, safeErrorText } from '../log.ts';
+import { jobDuration, jobFailures, jobWait } from '../metrics.ts';
 import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
 import type { JobData, QueueDefinition } from './queues.ts';
 
@@ -20,7 +21,10 @@ export interface RunningJob {
   readonly attemptsMade: number;
   /** When the job was created (a scheduler's run: the time it was due), in ms. */
   readonly timestamp: number;
-  readonly opts: { readonly attempts?: number | undefined };
+  /** When this attempt started, in ms. */
+  readonly processedOn?: number | undefined;
+  /** `delay`: how long after `timestamp` the job was due (BullMQ adds a scheduler's run this way). */
+  readonly opts: { readonly attempts?: number | undefined; readonly delay?: number | undefined };
   updateProgress(progress: object): Promise<void>;
 }
 
@@ -63,10 +67,18 @@ const jobDataSchema = z.object({
 
 /**
  * Wraps a handler: validates the payload (an invalid one fails for good, never retried), runs
- * it, and keeps the job's outbox row in step (done, or failed with the error).
+ * it, keeps the job's outbox row in step (done, or failed with the error), and records the
+ * attempt in the job metrics. Both transports run jobs through it, BullMQ and in-process alike.
  */
 export function createProcessor(definition: QueueDefinition, handler: JobHandler, deps: { db: Db; logger: Logger }) {
+  const queue = definition.name;
   return async (job: RunningJob): Promise<unknown> => {
+    const started = performance.now();
+    // From when it was due to its first attempt: a retry's wait would count its backoff, which is on purpose.
+    if (job.attemptsMade === 0 && job.processedOn !== undefined) {
+      jobWait.observe({ queue }, Math.max(0, job.processedOn - job.timestamp - (job.opts.delay ?? 0)) / 1000);
+    }
+    const ran = (outcome: 'completed' | 'failed') => jobDuration.observe({ queue, outcome }, (performance.now() - started) / 1000);
     const logger = deps.logger.child({ queue: definition.name, jobId: job.id });
     const data = jobDataSchema.safeParse(job.data);
     const ref = data.success ? data.data.outbox : undefined;
@@ -76,9 +88,12 @@ export function createProcessor(definition: QueueDefinition, handler: JobHandler
       if (!payload.success) throw new UnrecoverableError(`invalid payload: ${z.prettifyError(payload.error)}`);
       const result = await handler(payload.data, { job, logger });
       if (ref) await markOutboxDone(deps.db, ref);
+      ran('completed');
       return result;
     } catch (error) {
       const final = isFinalAttempt(job, error);
+      ran('failed');
+      jobFailures.inc({ queue, final: String(final) });
       // A database outage is no reason to give the work up: the job's retries may all fall within
       // it, but the outbox row stays open so the reconciler hands the work in again afterwards.
       const outage = databaseUnavailableReason(error) !== undefined;

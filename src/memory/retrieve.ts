@@ -10,6 +10,7 @@ import { facts } from '../db/schema.ts';
 import { semanticWeightOf } from '../embeddings/registry.ts';
 import { EmbeddingsUnavailable } from '../embeddings/provider.ts';
 import { AppError } from '../errors.ts';
+import { retrievalDuration } from '../metrics.ts';
 import { appliesIn, live, typeIn, validAt } from './conditions.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { type ModelInfo, servingModel } from './fact-vectors.ts';
@@ -83,10 +84,12 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   // counts them exactly before choosing its strategy (semantic.ts).
   const narrowed = filters.length > 0 || caller.principal.role !== 'admin';
   const searchable = and(visibleTo(caller.principal, facts), ...corpus)!;
-  const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => ({
-    results,
-    journal: { ...journal, tookMs: Math.round((performance.now() - started) * 10) / 10 },
-  });
+  // Every answer passes here once: the metric and the journal tell the same time.
+  const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => {
+    const tookMs = performance.now() - started;
+    retrievalDuration.observe({ mode }, tookMs / 1000);
+    return { results, journal: { ...journal, tookMs: Math.round(tookMs * 10) / 10 } };
+  };
 
   if (mode === 'list') {
     return inTenantTransaction(caller, async (tx) => {
