@@ -1,5 +1,6 @@
 /**
- * The worker process: one BullMQ worker per queue, every handler checked at startup.
+ * The worker process: one BullMQ worker per queue, every handler checked at startup, and its own
+ * port for /metrics and /healthz (MNEMO_METRICS_PORT; 0 serves none).
  * SIGTERM/SIGINT: stop taking jobs, let running ones finish (within MNEMO_SHUTDOWN_TIMEOUT_MS),
  * close Redis and Postgres, exit 0. Without REDIS_URL the API process runs the jobs itself
  * (src/jobs/in-process.ts): this one says so and exits.
@@ -12,7 +13,9 @@ import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
 import { createEmbeddingProviders } from '../src/embeddings/registry.ts';
 import { createLogger, logUnhandledRejections } from '../src/log.ts';
+import { countQueueJobs, QUEUE_STATES } from '../src/metrics.ts';
 import { exitOnStartupFailure, onShutdown } from '../src/shutdown.ts';
+import { startMetricsServer } from './metrics-server.ts';
 import { createHandlerRegistry } from './registry.ts';
 
 async function main(): Promise<void> {
@@ -72,19 +75,32 @@ async function main(): Promise<void> {
     })().catch((error: unknown) => logger.warn('could not check the repeatable schedules', { error: String(error) }));
   }, config.reconcileEveryMs);
   watchdog.unref();
+  // Queue depths are read from Redis when Prometheus scrapes, so they are as fresh as the scrape.
+  countQueueJobs(async () =>
+    Object.fromEntries(await Promise.all([...queues].map(async ([name, queue]) => [name, await queue.getJobCounts(...QUEUE_STATES)] as const))),
+  );
+  const metrics = config.metricsPort === 0 ? undefined : await startMetricsServer(config.metricsPort).catch((error: unknown) => {
+    // Metrics are for watching the work, not a reason to stop doing it (two workers on one host
+    // with the default port: the second runs without).
+    logger.warn('metrics port not served; set MNEMO_METRICS_PORT to a free port, or 0', { port: config.metricsPort, error: String(error) });
+    return undefined;
+  });
   logger.info('worker started', {
     queues: queueDefinitions.map((d) => d.name),
     prefix: config.queuePrefix,
     embeddings: providers ? providers.configured.describe : 'off',
+    metricsPort: metrics?.port ?? 'off',
   });
 
   onShutdown('worker', logger, config.shutdownTimeoutMs, async () => {
     clearInterval(watchdog);
+    metrics?.stopping();
     // close() waits for the jobs that are running; no new ones are taken meanwhile.
     await Promise.all(workers.map((worker) => worker.close()));
     await closeQueues(queues);
     await Promise.all([producer.quit(), connection.quit()]);
     await database.close();
+    await metrics?.close();
   });
 }
 
