@@ -203,6 +203,9 @@ const environmentSchema = z
 
 type Environment = z.infer<typeof environmentSchema>;
 
+/** Every variable this file reads (test/unit/compose.test.ts holds docker-compose.yml's services to them). */
+export const environmentVariables: readonly string[] = Object.keys(environmentSchema.shape);
+
 /**
  * Where the data lives (DESIGN §1): a PostgreSQL server (DATABASE_URL: the app role's connection,
  * not the tables' owner; see docs/decisions.md), or, with DATABASE_URL unset, the embedded
