@@ -2,7 +2,8 @@ import type { Db } from '../src/db/client.ts';
 import { withTenant } from '../src/db/client.ts';
 import { forEachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { ensureConfiguredModel, factsNeedingEmbedding, listModels, servingModel } from '../src/memory/fact-vectors.ts';
+import { coverage, ensureConfiguredModel, listModels, servingModel } from '../src/memory/fact-vectors.ts';
+import { recordReconcilePass } from '../src/metrics.ts';
 import { dispatchOutbox, pendingOutbox } from '../src/jobs/outbox.ts';
 import { scheduleBackfill, scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';
 import { findSchedule } from '../src/episodes/stored-reports.ts';
@@ -27,6 +28,8 @@ export interface ReconcileResult {
   skipped: number;
   /** Tenants with facts still to embed, whose embed job was requested (merged into one already queued). */
   embedJobs: number;
+  /** Live facts of every tenant without a current vector of the serving model (0 without embeddings). */
+  backlog: number;
   /** Nightly report schedulers put back into Redis. */
   schedulesRestored: number;
 }
@@ -36,11 +39,12 @@ export interface ReconcileResult {
  * rows not done, the embed job of a tenant with facts whose vector for the serving model is
  * missing or stale (that job then drains the whole backlog at the pipeline's rate), and the
  * tenant's nightly report scheduler. It also keeps
- * a model switch going. Safe to run any time: job ids are deterministic.
+ * a model switch going. Safe to run any time: job ids are deterministic. The backlog it counts
+ * becomes mnemo_embedding_backlog once the pass is done.
  */
 export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, batchPerTenant = 1000 }: ReconcileDeps): JobHandler<object> {
   return async (_payload, { logger }) => {
-    const result: ReconcileResult = { tenants: 0, enqueued: 0, skipped: 0, embedJobs: 0, schedulesRestored: 0 };
+    const result: ReconcileResult = { tenants: 0, enqueued: 0, skipped: 0, embedJobs: 0, backlog: 0, schedulesRestored: 0 };
     const olderThan = new Date(Date.now() - graceMs);
     if (embeddings) {
       // Registers a newly configured model (starting its backfill) once the endpoint answers.
@@ -55,9 +59,14 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
       result.tenants++;
       result.enqueued += enqueued;
       result.skipped += skipped;
-      if (serving && (await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, serving.model, 1))).length > 0) {
+      // A count, not a look for the first one: it is what the metric needs, and it costs less than
+      // that look did where nothing is missing (one join instead of a probe per fact), which is
+      // most tenants on most passes.
+      const backlog = serving ? await withTenant(db, tenantId, (tx) => coverage(tx, serving.model)).then((c) => c.live - c.embedded) : 0;
+      if (backlog > 0) {
         await scheduleEmbedding(queues, tenantId);
         result.embedJobs++;
+        result.backlog += backlog;
       }
       const schedule = await withTenant(db, tenantId, findSchedule);
       if (schedule && (await restoreNightlyScheduler(queues, tenantId, schedule))) result.schedulesRestored++;
@@ -68,6 +77,7 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
         await scheduleBackfill(queues, backfilling.model);
       }
     }
+    recordReconcilePass(new Map(serving ? [[serving.model, result.backlog]] : []));
     if (result.enqueued > 0 || result.skipped > 0 || result.embedJobs > 0 || result.schedulesRestored > 0) logger.info('reconciled', { ...result });
     return result;
   };
