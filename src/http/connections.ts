@@ -9,6 +9,7 @@
  *   time and bytes — until it has sent it all or hangs up. A body declared too large to a client
  *   that asks first (`Expect: 100-continue`) gets the final answer instead of `100 Continue`, so
  *   it is never sent at all.
+ * - Keep-alive longer than the proxy in front (KEEP_ALIVE_TIMEOUT_MS).
  * - Draining on shutdown: stop listening; answer every request in flight, and any that still
  *   arrives on a connection already open, with `Connection: close`; close connections that stay
  *   idle; resolve once none is left.
@@ -47,11 +48,23 @@ interface SocketState {
 
 const SWEEP_EVERY_MS = 50;
 
+/**
+ * How long an idle keep-alive connection stays open: longer than the load balancers in front keep
+ * theirs (nginx's upstream `keepalive_timeout`, haproxy's `timeout http-keep-alive` as deploy/
+ * sets them, a cloud load balancer's 60 s idle timeout). Node's default of 5 s closes first, and
+ * a proxy that sends its next request on the connection just as Node closes it gets a reset and
+ * answers 502; a direct client sees "other side closed". Node requires `headersTimeout` to be the
+ * larger of the two.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
 export function manageConnections(server: Server, options: ConnectionOptions): Connections {
   const { bodyLimitFor, idleGraceMs, lingerMs = 5000, lingerBytes = 64 * 1024 * 1024 } = options;
   const sockets = new Map<Socket, SocketState>();
   const inFlight = new Set<ServerResponse>();
   let draining = false;
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;
 
   server.on('connection', (socket: Socket) => {
     const state: SocketState = { active: 0, idleSince: Date.now(), request: undefined, lingering: false };

@@ -385,6 +385,31 @@ describe('HTTP faults: a real API process', () => {
     }
   });
 
+  it('keeps an idle keep-alive connection open longer than a load balancer keeps its own (60 s): a request after 8 s idle is answered on it', async () => {
+    const { api, port } = await startApi();
+    const socket = netConnect(port, '127.0.0.1');
+    let received = '';
+    let closed = false;
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => {});
+    const healthz = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+    const answers = () => received.split('HTTP/1.1 200').length - 1;
+    try {
+      socket.write(healthz);
+      await eventually(async () => answers() === 1, 5000, () => `first answer: ${JSON.stringify(received)}`);
+      // Node closes an idle connection after 5 s by default; a proxy that reuses it after that
+      // (nginx, haproxy, a cloud load balancer: 60 s idle) gets a reset and answers 502.
+      await sleep(8000);
+      expect(closed).toBe(false);
+      socket.write(healthz);
+      await eventually(async () => answers() === 2, 5000, () => `closed=${closed}, received: ${JSON.stringify(received)}`);
+    } finally {
+      socket.destroy();
+      await stopProcess(api);
+    }
+  });
+
   it('SIGTERM under keep-alive load: drains, answers or refuses retryably, exits 0', async () => {
     const { api, port } = await startApi();
     const tenantId = uniqueTenant('drain');
