@@ -14,7 +14,7 @@ import { embeddingText } from '../../src/embeddings/provider.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
 import { tokenFor } from '../helpers/api.ts';
-import { type Deployment, startDeployment } from '../helpers/deployment.ts';
+import { startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../helpers/urls.ts';
 import { eventually } from '../helpers/wait.ts';
