@@ -122,7 +122,7 @@ async function openStorage(config: Config, logger: Logger): Promise<Storage> {
     const { databaseUrl, readUrl } = config.storage;
     const database = connect(databaseUrl, connectOptions);
     closers.push(() => database.close());
-    const replica = readUrl ? connect(readUrl, { ...connectOptions, applicationName: 'mnemo-api-read' }) : undefined;
+    const replica = readUrl ? connect(readUrl, { ...connectOptions, applicationName: 'mnemo-api-read', pool: 'read' }) : undefined;
     if (replica) closers.push(() => replica.close());
     const url = new URL(databaseUrl);
     return {
