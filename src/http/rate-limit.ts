@@ -135,17 +135,18 @@ export function createRateLimiter({ limits, redis, keyPrefix, logger, windowSeco
       const limit = classes.get(routeClass);
       if (!limit) return undefined;
       const tenantKey = encodeURIComponent(principal.tenantId);
-      // The caller first: a caller over its own limit must not use up its tenant's.
-      const caller = await count(limit.caller, `${tenantKey}:${encodeURIComponent(principal.sub)}`);
-      if (!caller.allowed) return { routeClass, ...caller };
-      const tenant = await count(limit.tenant, tenantKey);
-      if (!tenant.allowed) {
-        // Refused by the tenant's limit: the caller did not get this request either.
-        await caller.refund();
-        return { routeClass, ...tenant };
+      // Both at once: one round trip to Redis rather than two.
+      const counts = await Promise.all([count(limit.caller, `${tenantKey}:${encodeURIComponent(principal.sub)}`), count(limit.tenant, tenantKey)]);
+      const refused = counts.filter((counted) => !counted.allowed);
+      if (refused.length === 0) {
+        const [caller, tenant] = counts;
+        return { routeClass, ...(tenant.remaining < caller.remaining || (tenant.remaining === caller.remaining && tenant.msBeforeReset > caller.msBeforeReset) ? tenant : caller) };
       }
-      const tighter = tenant.remaining < caller.remaining || (tenant.remaining === caller.remaining && tenant.msBeforeReset > caller.msBeforeReset) ? tenant : caller;
-      return { routeClass, ...tighter };
+      // A refused request takes nothing from the limit that allowed it: a caller past its own
+      // limit leaves its tenant's to the other callers, and a caller refused by its tenant's keeps its own.
+      await Promise.all(counts.filter((counted) => counted.allowed).map((counted) => counted.refund()));
+      // The one that allows again last says when to retry.
+      return { routeClass, ...refused.reduce((last, counted) => (counted.msBeforeReset > last.msBeforeReset ? counted : last)) };
     },
   };
 }
