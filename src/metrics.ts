@@ -211,7 +211,7 @@ export function recordReconcilePass(backlogByModel: ReadonlyMap<string, number>)
 
 export const retrievalDuration = new Histogram({
   name: 'mnemo_retrieval_duration_seconds',
-  help: 'Time a retrieval took to answer (the journal\'s tookMs), by mode (list, keyword, semantic, both); context and MCP retrievals included.',
+  help: 'Time a retrieval took to answer (the journal\'s tookMs), by mode (list, keyword, semantic, both); the retrieval behind /v1/memory/context included.',
   labelNames: ['mode'] as const,
   buckets: requestBuckets,
   registers,
