@@ -33,8 +33,8 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
 /**
  * `GET /healthz`: the process is up. `GET /readyz` (DESIGN §7, revised): 200 while this node can
  * serve — every required dependency (Postgres) answers — with each dependency's state in `checks`
- * (`ok`, or `degraded` for one it serves without, such as Redis); 503 in the error envelope when a
- * required one is `down` or shutdown has begun.
+ * (`ok`, or `degraded` for one it serves without, such as Redis or the read replica); 503 in the
+ * error envelope when a required one is `down` or shutdown has begun.
  */
 export function healthRoutes(probe: ReadinessProbe) {
   const degradable = new Set(probe.degradable ?? []);
