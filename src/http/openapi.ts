@@ -35,7 +35,9 @@ export const errorResponses = {
   409: error('fact-changed (with currentVersion), legal-hold or idempotency-in-flight'),
   413: error('payload-too-large: body over 1 MiB'),
   422: error('idempotency-key-reused'),
+  429: error('rate-limited: over the caller\'s or the tenant\'s limit for this kind of request; Retry-After says when to try again'),
   500: error('internal: logged with the request id'),
+  503: error('unavailable: the database is restarting or unreachable, or a statement ran past its timeout; nothing was committed, retry after Retry-After'),
 } as const;
 
 export const openApiInfo = {

@@ -117,6 +117,18 @@ describe('rate limits', () => {
     });
   });
 
+  it('documents 429 rate-limited and 503 unavailable on every route it limits', async () => {
+    const call = node({}, { keyPrefix: deployment() });
+    const document = (await call('unused', 'GET', '/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    const undocumented = Object.entries(document.paths).flatMap(([path, operations]) =>
+      Object.entries(operations)
+        .filter(([, operation]) => !operation.responses['429'] || !operation.responses['503'])
+        .map(([method]) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(Object.keys(document.paths).length).toBeGreaterThan(10);
+    expect(undocumented).toEqual([]);
+  });
+
   it('over the limit: 429 rate-limited in the envelope, with Retry-After and RateLimit-* headers, and nothing written', async () => {
     const call = node({ writes: { perCaller: 2, perTenant: 10 } }, { keyPrefix: deployment() });
     const tenantId = uniqueTenant('rl-over');
