@@ -78,6 +78,8 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     MNEMO_RATE_LIMIT_SEARCHES: 'off',
     MNEMO_RATE_LIMIT_REPORTS: 'off',
     MNEMO_RATE_LIMIT_READS: 'off',
+    // Several workers run at once on this host: none takes the default metrics port unless a test asks.
+    MNEMO_METRICS_PORT: '0',
     PORT: String(port),
     ...(options.embeddings && {
       KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
