@@ -62,7 +62,7 @@ export async function reembed(argv: string[]): Promise<void> {
   const model = providers.configured.model;
 
   const { databaseUrl, redisUrl } = serverConnections(config);
-  const database = connect(databaseUrl, { max: 2, applicationName: 'mnemo-reembed' });
+  const database = connect(databaseUrl, { ...config.database, max: 2, applicationName: 'mnemo-reembed' });
   let redis: ReturnType<typeof createRedis> | undefined;
   let queues: ReturnType<typeof createQueues> | undefined;
   try {
