@@ -10,8 +10,9 @@
  * - 60 s with one API node SIGKILLed at 15 s (started again at 20 s) and one worker SIGKILLed at
  *   35 s (started again at 40 s). Afterwards: no request failed (a 5xx, or its connection closed
  *   without an answer) but those in flight on the killed node: HAProxy's log names that node as
- *   the one it sent the request to, the client sent it before the kill and it ended after (at
- *   most one per client, since each has one request at a time); every other answer is 2xx or an
+ *   the one it sent the request to, the client sent it before the node's exit was seen and it
+ *   ended after the SIGKILL was sent (at most one per client, since each has one request at a
+ *   time); every other answer is 2xx or an
  *   expected 409; every acknowledged write in PostgreSQL with its versions contiguous from 1 and each
  *   acknowledged version's content as acknowledged; one fact per Idempotency-Key; every live
  *   fact embedded once, at its current version (texts the endpoint was asked for twice are
@@ -24,10 +25,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
+import { TEST_APP_ROLE } from '../helpers/urls.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
 import { SERVED_BY } from './helpers/haproxy.ts';
 import { type Answer, emptyLedger, FACT_TYPE, figures, formatFigures, type LoadRun, runLoad, type Tenant } from './helpers/load.ts';
-import { cpuBetween, cpuParts, type CpuSample, type ScaleStack, startScaleStack } from './helpers/stack.ts';
+import { BOUNCER_POOL_SIZE, cpuBetween, cpuParts, type CpuSample, type ScaleStack, startScaleStack } from './helpers/stack.ts';
 
 const CLIENTS = 20;
 const TENANTS = 50;
@@ -39,6 +41,7 @@ const KILL_WORKER_AT_MS = 35_000;
 const RESTART_WORKER_AT_MS = 40_000;
 const KILLED_NODE = 'api2';
 const ALL_NODES = ['api1', 'api2', 'api3'];
+const WORKERS = 2;
 /** Reports a minute: per caller, and per tenant (all its callers). Only the rate-limit test asks for reports. */
 const REPORTS_LIMIT = { perCaller: 10, perTenant: 20 };
 /** Not reached by the load (the limiter still counts every request in Redis). */
@@ -67,6 +70,11 @@ function cpuLine(cpu: CpuSample, seconds: number): string {
   return cpuParts.map((part) => `${part} ${cores(cpu, seconds, part)}`).join(', ');
 }
 
+/** CPU milliseconds per request answered, by part (the machine's busy time included). */
+function cpuPerRequest(cpu: CpuSample, requests: number): string {
+  return cpuParts.map((part) => `${part} ${((cpu[part] / requests) * 1000).toFixed(1)}`).join(', ');
+}
+
 describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis', () => {
   let stack: ScaleStack;
   let tenants: Tenant[];
@@ -74,8 +82,8 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
 
   beforeAll(async () => {
     stack = await startScaleStack({
-      apiNodes: 3,
-      workers: 2,
+      apiNodes: ALL_NODES.length,
+      workers: WORKERS,
       env: {
         MNEMO_RATE_LIMIT_WRITES: UNREACHED_LIMIT,
         MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_LIMIT,
@@ -119,7 +127,7 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
         ...rows.map(
           ({ nodes, f, cpu, p50, p99 }) =>
             `  ${nodes} node(s): ${f.perSecond.toFixed(0)} requests/s, p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; ` +
-            `CPU cores used: ${cpuLine(cpu, f.seconds)}`,
+            `CPU cores used: ${cpuLine(cpu, f.seconds)}; CPU ms per request: ${cpuPerRequest(cpu, f.total)}`,
         ),
         `  3 nodes / 1 node: ${(three.f.perSecond / one.f.perSecond).toFixed(2)}× the throughput`,
       ].join('\n'),
@@ -145,8 +153,9 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
     // Two schedules side by side, so a slow restart of one does not push the other back.
     const apiChaos = async () => {
       await at(KILL_API_AT_MS);
-      events.apiKilled = performance.now();
+      events.apiKilling = performance.now();
       await stack.killApi(KILLED_NODE);
+      events.apiKilled = performance.now();
       await balancer.waitFor(KILLED_NODE, 'DOWN');
       events.apiMarkedDown = performance.now();
       await at(RESTART_API_AT_MS);
@@ -167,20 +176,22 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
     };
     const [run] = await Promise.all([runLoad({ url: balancer.url, tenants, clients: CLIENTS, durationMs: RUN_MS, ledger }), apiChaos(), workerChaos()]);
     const cpu = cpuBetween(before, stack.cpu());
-    const killedAt = events.apiKilled!;
+    // From the SIGKILL sent to its exit seen: a request may still reach the node in between.
+    const [killing, killedAt] = [events.apiKilling!, events.apiKilled!];
     // Both came back while the load still ran: what follows checks a run that went through both.
     expect(events.apiMarkedUp).toBeLessThan(run.endedAt);
     expect(events.workerStarted).toBeLessThan(run.endedAt);
     console.info(`[scale] ${formatFigures(`3 API nodes, ${CLIENTS} clients, ${KILLED_NODE} and a worker killed`, run)}`);
 
     // In flight on the killed node: HAProxy's log says it sent the request to that node, the client
-    // sent it before the kill and its answer (a 502, or the connection closed without one) came after.
+    // sent it before the node's exit was seen and its answer (a 502, or the connection closed
+    // without one) came after the SIGKILL was sent.
     const abnormal = new Map(balancer.abnormal().map((logged) => [logged.requestId, logged]));
     const inFlightOnKilled = (a: Answer) =>
       (a.status === 0 || [502, 503, 504].includes(a.status)) &&
       abnormal.get(a.requestId)?.server === KILLED_NODE &&
       a.sentAt <= killedAt &&
-      a.doneAt >= killedAt;
+      a.doneAt >= killing;
     const failed = run.answers.filter((a) => a.status === 0 || a.status >= 500);
     expect(tally(failed.filter((a) => !inFlightOnKilled(a))), stack.complaints()).toEqual({});
     // One request at a time per client: at most one each was on the killed node.
@@ -257,6 +268,19 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
       select count(*)::int as n from fact_embeddings where tenant_id = any(${tenantIds}) and model = ${stack.fake.model}`;
     expect(vectorRows!.n).toBe(stored.length);
 
+    // Through PgBouncer: every API node and worker is its client, and every connection the app role
+    // holds on PostgreSQL is one of PgBouncer's, within its pool.
+    const clients = (await stack.bouncer.show('clients')).filter((c) => c.database === stack.database.name);
+    const clientsOf = (application: string) => clients.filter((c) => c.application_name === application).length;
+    const [pool] = (await stack.bouncer.show('pools')).filter((p) => p.database === stack.database.name);
+    const bouncerServers = ['sv_active', 'sv_idle', 'sv_used', 'sv_tested', 'sv_login'].reduce((sum, column) => sum + Number(pool?.[column] ?? 0), 0);
+    const [server] = await stack.admin<{ connections: number }[]>`
+      select count(*)::int as connections from pg_stat_activity where usename = ${TEST_APP_ROLE}`;
+    expect(clientsOf('mnemo-api')).toBeGreaterThanOrEqual(ALL_NODES.length);
+    expect(clientsOf('mnemo-worker')).toBeGreaterThanOrEqual(WORKERS);
+    expect(server!.connections).toBe(bouncerServers);
+    expect(bouncerServers).toBeLessThanOrEqual(BOUNCER_POOL_SIZE);
+
     // At-least-once delivery, reported: how often the endpoint was asked for each revision's text.
     const revisions = await stack.admin<{ content: unknown; current: boolean }[]>`
       select r.content, r.version = f.version as current
@@ -274,7 +298,7 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
     console.info(
       [
         `[scale] 60 s run, ${CLIENTS} clients, ${TENANTS} tenants, 3 API nodes (requests: ${byNode}), 2 workers:`,
-        `  ${KILLED_NODE} SIGKILLed at ${f(killedAt)}, marked down by HAProxy ${((events.apiMarkedDown! - killedAt) / 1000).toFixed(1)} s later; ` +
+        `  ${KILLED_NODE} SIGKILLed at ${f(killing)}, marked down by HAProxy ${((events.apiMarkedDown! - killing) / 1000).toFixed(1)} s later; ` +
           `started again at ${f(events.apiRestarted!)}, listening after ${((events.apiListening! - events.apiRestarted!) / 1000).toFixed(1)} s, ` +
           `back in HAProxy at ${f(events.apiMarkedUp!)}`,
         `  worker SIGKILLed at ${f(events.workerKilled!)}, a new one started at ${f(events.workerRestarted!)}, taking jobs after ${((events.workerStarted! - events.workerRestarted!) / 1000).toFixed(1)} s`,
@@ -284,6 +308,7 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
         `  all runs: ${ledger.writes.size} facts written, ${acknowledgedVersions} acknowledged versions, all in PostgreSQL with contiguous versions`,
         `  embeddings: ${settled.current}/${settled.live} live facts at their current version, caught up ${(settleMs / 1000).toFixed(1)} s after the load; ` +
           `revisions embedded more than once (at-least-once delivery): ${twice} of ${calls.length}; older revisions never embedded (superseded first): ${never.length}`,
+        `  PgBouncer: ${clients.length} client connections (API ${clientsOf('mnemo-api')}, workers ${clientsOf('mnemo-worker')}) over ${bouncerServers} server connections (pool ${BOUNCER_POOL_SIZE}), the app role's only ones on PostgreSQL`,
         `  CPU cores used: ${cpuLine(cpu, seconds)}`,
       ].join('\n'),
     );

@@ -67,6 +67,9 @@ export interface ScaleStackOptions {
 
 const apiReady = '"api listening"';
 
+/** PgBouncer's server connections for the app role: fewer than the nodes' and workers' pools hold together. */
+export const BOUNCER_POOL_SIZE = 20;
+
 export async function startScaleStack({ apiNodes, workers: workerCount, env = {} }: ScaleStackOptions): Promise<ScaleStack> {
   const cleanups: Array<() => Promise<unknown>> = [];
   const close = async () => {
@@ -76,7 +79,11 @@ export async function startScaleStack({ apiNodes, workers: workerCount, env = {}
     const [cluster, redis, fake] = await Promise.all([startPostgresCluster(), startPrivateRedis(), startFakeEmbeddings({ dims: 16 })]);
     cleanups.push(() => cluster.remove(), () => redis.close(), () => fake.close());
     const database = await cluster.createDatabase();
-    const bouncer = await startPgBouncer({ serverPort: cluster.port, users: [{ name: TEST_APP_ROLE, password: TEST_APP_PASSWORD }] });
+    const bouncer = await startPgBouncer({
+      serverPort: cluster.port,
+      users: [{ name: TEST_APP_ROLE, password: TEST_APP_PASSWORD }],
+      poolSize: BOUNCER_POOL_SIZE,
+    });
     cleanups.push(() => bouncer.stop());
     const admin = postgres(database.adminUrl, { max: 2, onnotice: () => {} });
     cleanups.push(() => admin.end({ timeout: 5 }));
