@@ -101,8 +101,6 @@ export async function startScaleStack({ apiNodes, workers: workerCount, env = {}
         // had not handed to the queues yet, the reconciler finds within 10 s.
         MNEMO_JOB_LOCK_MS: '5000',
         MNEMO_RECONCILE_EVERY_MS: '10000',
-        // Several workers on one machine: none serves the metrics port (9464 would be taken twice).
-        MNEMO_METRICS_PORT: '0',
         ...env,
       },
     });
