@@ -112,6 +112,8 @@ stats_users = ${ADMIN_USER}
 pool_mode = ${options.poolMode ?? 'transaction'}
 default_pool_size = ${options.poolSize ?? 20}
 max_client_conn = ${options.maxClientConnections ?? 1000}
+; SHOW STATS totals are refreshed every stats_period (60 s by default): a test reads them within a second.
+stats_period = 1
 ; One line per client connection would drown what matters.
 log_connections = 0
 log_disconnections = 0
