@@ -11,7 +11,10 @@ import { HandlerRegistryError } from './jobs/worker.ts';
 export function onShutdown(name: string, logger: Logger, timeoutMs: number, stop: () => Promise<void>): void {
   let stopping = false;
   const shutdown = async (signal: NodeJS.Signals) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.info(`${name} already stopping`, { signal });
+      return;
+    }
     stopping = true;
     logger.info(`${name} stopping`, { signal });
     const deadline = setTimeout(() => {
@@ -29,8 +32,10 @@ export function onShutdown(name: string, logger: Logger, timeoutMs: number, stop
     logger.info(`${name} stopped`);
     process.exit(0);
   };
-  process.once('SIGTERM', (signal) => void shutdown(signal));
-  process.once('SIGINT', (signal) => void shutdown(signal));
+  // `on`, not `once`: a second signal while stopping (a supervisor repeating SIGTERM, Ctrl-C
+  // pressed twice) must not fall through to the default action and kill the process mid-drain.
+  process.on('SIGTERM', (signal) => void shutdown(signal));
+  process.on('SIGINT', (signal) => void shutdown(signal));
 }
 
 /**

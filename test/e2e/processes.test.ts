@@ -5,6 +5,7 @@ import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../h
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { freePort, runProcess, startProcess } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const secret = 'e2e-secret-that-is-at-least-32-bytes-long';
 
@@ -101,7 +102,10 @@ describe('processes as operators run them', () => {
     } finally {
       worker.child.kill('SIGTERM');
     }
-    expect(await worker.exited).toBe(0);
+    // A second SIGTERM while it drains is ignored, not the default action that kills it.
+    await sleep(50);
+    if (worker.child.exitCode === null) worker.child.kill('SIGTERM');
+    expect(await worker.exited, `stdout: ${worker.stdout()}\nstderr: ${worker.stderr()}`).toBe(0);
     expect(worker.stdout()).toContain('"worker stopped"');
   });
 
