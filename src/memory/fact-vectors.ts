@@ -6,6 +6,10 @@
  * model m exactly when `fact_embeddings` has none for (fact, m) at version v. Every write bumps
  * the version in its own transaction, so the need is recorded atomically with the write, and the
  * reconciler can always find it again, whatever Redis lost.
+ *
+ * Statements on tenant tables name their tenant (`tenant_id = …`) on each of them, besides
+ * row-level security, so that Citus routes each to the tenant's one shard (issue 16).
+ * `embedding_models` is global (a reference table there) and has no tenant.
  */
 import { and, eq, gt, inArray, sql } from 'drizzle-orm';
 import { inTenantTransaction, type Caller } from '../core/caller.ts';
@@ -88,13 +92,14 @@ export interface PendingFact {
 }
 
 /**
- * Live facts of the transaction's tenant without a vector of `model` for their current version, in
- * id order, after `after` when given: a walk of the facts' primary key with a probe of the
- * vectors' per fact, stopping at `limit`. A drain that passes the last id it read as `after` reads
- * each fact once, instead of walking past every embedded one again for each batch.
+ * Live facts of the tenant without a vector of `model` for their current version, in id order,
+ * after `after` when given: a walk of the facts' primary key with a probe of the vectors' per fact,
+ * stopping at `limit`. A drain that passes the last id it read as `after` reads each fact once,
+ * instead of walking past every embedded one again for each batch.
  */
 export async function factsNeedingEmbedding(
   tx: Tx,
+  tenantId: string,
   model: string,
   limit: number,
   options: { ids?: readonly string[] | undefined; after?: string | undefined } = {},
@@ -104,11 +109,14 @@ export async function factsNeedingEmbedding(
     .from(facts)
     .where(
       and(
+        eq(facts.tenantId, tenantId),
         live(),
         // A scalar subquery, not NOT EXISTS: the planner cannot turn it into a join, so it stays a
         // probe of the vectors' primary key per fact even before ANALYZE has seen the tables (as a
         // join, fresh tables got a plan that read every vector of the tenant for each fact).
-        sql`${facts.version} > coalesce((select e.version from ${factEmbeddings} e where e.tenant_id = ${facts.tenantId} and e.fact_id = ${facts.id} and e.model = ${model}), 0)`,
+        sql`${facts.version} > coalesce((
+          select e.version from ${factEmbeddings} e
+          where e.tenant_id = ${facts.tenantId} and e.tenant_id = ${tenantId} and e.fact_id = ${facts.id} and e.model = ${model}), 0)`,
         options.ids ? inArray(facts.id, [...options.ids]) : undefined,
         options.after ? gt(facts.id, options.after) : undefined,
       ),
@@ -157,7 +165,7 @@ export async function storeEmbeddings(
   const current = await tx
     .select({ id: facts.id, version: facts.version })
     .from(facts)
-    .where(and(inArray(facts.id, [...new Set(vectors.map((v) => v.id))]), live()))
+    .where(and(eq(facts.tenantId, tenantId), inArray(facts.id, [...new Set(vectors.map((v) => v.id))]), live()))
     .orderBy(facts.id)
     .for('share');
   const liveVersion = new Map(current.map((row) => [row.id, row.version]));
@@ -182,11 +190,11 @@ export async function storeEmbeddings(
  * closing), so it cannot race an erasure or a purge: those need the same row lock first, and
  * erase or purge whatever this carried.
  */
-export async function carryEmbeddings(tx: Tx, factId: string, fromVersion: number, toVersion: number): Promise<void> {
+export async function carryEmbeddings(tx: Tx, tenantId: string, factId: string, fromVersion: number, toVersion: number): Promise<void> {
   await tx
     .update(factEmbeddings)
     .set({ version: toVersion })
-    .where(and(eq(factEmbeddings.factId, factId), eq(factEmbeddings.version, fromVersion)));
+    .where(and(eq(factEmbeddings.tenantId, tenantId), eq(factEmbeddings.factId, factId), eq(factEmbeddings.version, fromVersion)));
 }
 
 export interface Coverage {
@@ -194,16 +202,26 @@ export interface Coverage {
   embedded: number;
 }
 
-/** How many live facts of the transaction's tenant have a current vector of `model`. */
-export async function coverage(tx: Tx, model: string): Promise<Coverage> {
+/**
+ * How many live facts of the tenant have a current vector of `model`. Without `tenantId`, the
+ * tenant the transaction acts for is read first, one more round trip: callers should pass it.
+ */
+export async function coverage(tx: Tx, model: string, tenantId?: string): Promise<Coverage> {
+  const tenant = tenantId ?? (await transactionTenant(tx));
   const [row] = (await tx.execute(sql`
     select count(*)::int as live,
            count(e.fact_id)::int as embedded
     from facts f
     left join fact_embeddings e
-      on e.tenant_id = f.tenant_id and e.fact_id = f.id and e.model = ${model} and e.version = f.version
-    where f.invalidated_at is null and (f.expires_at is null or f.expires_at > now())`)) as unknown as [Coverage];
+      on e.tenant_id = f.tenant_id and e.tenant_id = ${tenant} and e.fact_id = f.id and e.model = ${model} and e.version = f.version
+    where f.tenant_id = ${tenant} and f.invalidated_at is null and (f.expires_at is null or f.expires_at > now())`)) as unknown as [Coverage];
   return row;
+}
+
+/** The tenant `withTenant` set for this transaction (null when none is). */
+async function transactionTenant(tx: Tx): Promise<string | null> {
+  const [row] = (await tx.execute(sql`select mnemo_current_tenant() as id`)) as unknown as [{ id: string | null }];
+  return row.id;
 }
 
 /** A model in use, and how much of the tenant's memory it covers. */
@@ -221,7 +239,7 @@ export async function embeddingStatus(caller: Caller): Promise<ModelStatus[]> {
   return inTenantTransaction(caller, async (tx) =>
     Promise.all(
       (await listModels(tx)).map(async (m) => {
-        const { live, embedded } = await coverage(tx, m.model);
+        const { live, embedded } = await coverage(tx, m.model, caller.principal.tenantId);
         return { model: m.model, dims: m.dims, state: m.state as 'backfilling' | 'active', live, embedded, backlog: live - embedded };
       }),
     ),
@@ -232,7 +250,7 @@ export async function embeddingStatus(caller: Caller): Promise<ModelStatus[]> {
 export async function totalCoverage(db: Db, model: string): Promise<Coverage> {
   const total: Coverage = { live: 0, embedded: 0 };
   await forEachTenant(db, async (tenantId) => {
-    const c = await withTenant(db, tenantId, (tx) => coverage(tx, model));
+    const c = await withTenant(db, tenantId, (tx) => coverage(tx, model, tenantId));
     total.live += c.live;
     total.embedded += c.embedded;
   });
@@ -265,7 +283,9 @@ export async function switchWhenCovered(db: Db, model: string): Promise<boolean>
 
 export async function removeModelVectors(db: Db, model: string): Promise<void> {
   await forEachTenant(db, async (tenantId) => {
-    await withTenant(db, tenantId, (tx) => tx.delete(factEmbeddings).where(eq(factEmbeddings.model, model)));
+    await withTenant(db, tenantId, (tx) =>
+      tx.delete(factEmbeddings).where(and(eq(factEmbeddings.tenantId, tenantId), eq(factEmbeddings.model, model))),
+    );
   });
   await db.execute(sql`select retire_embedding_index(${model})`);
 }
@@ -292,7 +312,7 @@ export async function computeNextBatch(
   model: ModelInfo,
   options: { ids?: readonly string[] | undefined; batch: number; after?: string | undefined },
 ): Promise<ComputedBatch> {
-  const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, options.batch, options));
+  const pending = await withTenant(db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, model.model, options.batch, options));
   if (pending.length === 0) return { tenantId, model, vectors: [], last: undefined };
   const embeddings = await provider.embed(
     pending.map((p) => p.text),

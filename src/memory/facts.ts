@@ -2,6 +2,10 @@
  * Facts: write, read, list, supersede, verify, delete, revisions (DESIGN §4). Each verb runs in
  * one transaction for the principal's tenant; who-sees-what is a SQL condition of every query
  * (`visibleTo`), and the write rules are checked before anything is written.
+ *
+ * Every statement names its tenant (`tenant_id = …`) on each tenant table it reads or changes,
+ * although row-level security already confines it: on Citus that predicate is what lets the
+ * coordinator route the statement to the tenant's one shard (issue 16); RLS stays the second wall.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
@@ -85,10 +89,10 @@ export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId'>
  * The active embedding model, when it has embedded exactly this revision; null otherwise
  * (no embeddings configured, not embedded yet, or embedded at another version).
  */
-const embeddingModelOf = (factId: AnyPgColumn | SQL, version: AnyPgColumn | SQL) => sql<string | null>`(
+const embeddingModelOf = (tenantId: string, factId: AnyPgColumn | SQL, version: AnyPgColumn | SQL) => sql<string | null>`(
   select e.model from fact_embeddings e
   join embedding_models m on m.model = e.model and m.state = 'active'
-  where e.tenant_id = mnemo_current_tenant() and e.fact_id = ${factId} and e.version = ${version}
+  where e.tenant_id = ${tenantId} and e.fact_id = ${factId} and e.version = ${version}
   limit 1)`;
 
 // ---------------------------------------------------------------------------------------------
@@ -108,7 +112,8 @@ function expiry(retention: { keepDays: number | null; keepUntil: Date | null }, 
 const toDate = (value: string | undefined) => (value === undefined ? undefined : new Date(value));
 
 /** The fact `id`, if the principal can see it and it is live: the condition of every lookup. */
-const visibleLive = (principal: Principal, id: string) => and(eq(facts.id, id), visibleTo(principal, facts), live());
+const visibleLive = (principal: Principal, id: string) =>
+  and(eq(facts.tenantId, principal.tenantId), eq(facts.id, id), visibleTo(principal, facts), live());
 
 /** The current row of a fact the principal can see and that is live, locked for update. */
 async function lockVisible(tx: Tx, principal: Principal, id: string): Promise<FactRow> {
@@ -134,17 +139,17 @@ async function writeRevision(tx: Tx, current: FactRow, next: Partial<RevisionBod
   // The generated columns are left out: Postgres computes them from the revision.
   const { searchVector: _vector, searchLength: _length, mergeKeys: _keys, episodeKeys: _episodeKeys, id, tenantId, ...body } = current;
   const revision: RevisionBody = { ...body, ...next, version: current.version + 1 };
-  await tx.update(facts).set(revision).where(eq(facts.id, id));
+  await tx.update(facts).set(revision).where(and(eq(facts.tenantId, tenantId), eq(facts.id, id)));
   await tx.insert(factRevisions).values({ ...revision, tenantId, factId: id });
   // Same text, same vectors: carried to the new version rather than computed again.
   // Compared as values, as jsonb compares them: key order is not meaning.
   const unchanged = isDeepStrictEqual(revision.content, current.content);
-  if (unchanged) await carryEmbeddings(tx, id, current.version, revision.version);
-  return toFact(id, { ...revision, tenantId }, unchanged ? await embeddingModelNow(tx, id, revision.version) : null);
+  if (unchanged) await carryEmbeddings(tx, tenantId, id, current.version, revision.version);
+  return toFact(id, { ...revision, tenantId }, unchanged ? await embeddingModelNow(tx, tenantId, id, revision.version) : null);
 }
 
-async function embeddingModelNow(tx: Tx, id: string, version: number): Promise<string | null> {
-  const [row] = (await tx.execute(sql`select ${embeddingModelOf(sql`${id}::uuid`, sql`${version}::int`)} as model`)) as unknown as [
+async function embeddingModelNow(tx: Tx, tenantId: string, id: string, version: number): Promise<string | null> {
+  const [row] = (await tx.execute(sql`select ${embeddingModelOf(tenantId, sql`${id}::uuid`, sql`${version}::int`)} as model`)) as unknown as [
     { model: string | null },
   ];
   return row?.model ?? null;
@@ -339,12 +344,12 @@ export async function writeFacts(caller: Caller, bodies: readonly WriteFactBody[
  * already found; `where` filters them again when they were found in another transaction (a
  * fact deleted since then is left out).
  */
-export async function factsByIds(tx: Tx, ids: readonly string[], where?: SQL): Promise<Map<string, Fact>> {
+export async function factsByIds(tx: Tx, tenantId: string, ids: readonly string[], where?: SQL): Promise<Map<string, Fact>> {
   if (ids.length === 0) return new Map();
   const rows = await tx
-    .select({ row: facts, embeddingModel: embeddingModelOf(facts.id, facts.version) })
+    .select({ row: facts, embeddingModel: embeddingModelOf(tenantId, facts.id, facts.version) })
     .from(facts)
-    .where(and(inArray(facts.id, [...ids]), where));
+    .where(and(eq(facts.tenantId, tenantId), inArray(facts.id, [...ids]), where));
   return new Map(rows.map(({ row, embeddingModel }) => [row.id, toFact(row.id, row, embeddingModel)]));
 }
 
@@ -354,6 +359,7 @@ export interface ReadOptions {
 }
 
 export async function readFact(caller: Caller, id: string, options: ReadOptions = {}): Promise<Fact> {
+  const { tenantId } = caller.principal;
   return inTenantTransaction(caller, async (tx) => {
     const [current] = await tx.select({ version: facts.version }).from(facts).where(visibleLive(caller.principal, id));
     if (!current) throw new FactNotFound(id);
@@ -365,9 +371,9 @@ export async function readFact(caller: Caller, id: string, options: ReadOptions 
           ? lte(factRevisions.recordedAt, new Date(options.asOf))
           : eq(factRevisions.version, current.version);
     const [revision] = await tx
-      .select({ row: factRevisions, embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version) })
+      .select({ row: factRevisions, embeddingModel: embeddingModelOf(tenantId, factRevisions.factId, factRevisions.version) })
       .from(factRevisions)
-      .where(and(eq(factRevisions.factId, id), at))
+      .where(and(eq(factRevisions.tenantId, tenantId), eq(factRevisions.factId, id), at))
       .orderBy(desc(factRevisions.version))
       .limit(1);
     if (!revision) {
@@ -428,9 +434,11 @@ function filters(columns: FilterColumns, query: ListQuery): SQL[] {
 
 async function listCurrent(tx: Tx, principal: Principal, query: ListQuery, after: string | undefined, take: number): Promise<Fact[]> {
   const rows = await tx
-    .select({ row: facts, embeddingModel: embeddingModelOf(facts.id, facts.version) })
+    .select({ row: facts, embeddingModel: embeddingModelOf(principal.tenantId, facts.id, facts.version) })
     .from(facts)
-    .where(and(visibleTo(principal, facts), live(), ...filters(facts, query), after ? lt(facts.id, after) : undefined))
+    .where(
+      and(eq(facts.tenantId, principal.tenantId), visibleTo(principal, facts), live(), ...filters(facts, query), after ? lt(facts.id, after) : undefined),
+    )
     .orderBy(desc(facts.id))
     .limit(take);
   return rows.map(({ row, embeddingModel }) => toFact(row.id, row, embeddingModel));
@@ -444,14 +452,15 @@ async function listCurrent(tx: Tx, principal: Principal, query: ListQuery, after
  */
 async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: string | undefined, take: number): Promise<Fact[]> {
   const asOf = new Date(query.asOf!);
+  const { tenantId } = principal;
   const atTime = tx.$with('at_time').as(
     tx
       .selectDistinctOn([factRevisions.factId], {
         ...getTableColumns(factRevisions),
-        embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version).as('embedding_model'),
+        embeddingModel: embeddingModelOf(tenantId, factRevisions.factId, factRevisions.version).as('embedding_model'),
       })
       .from(factRevisions)
-      .where(and(lte(factRevisions.recordedAt, asOf), after ? lt(factRevisions.factId, after) : undefined))
+      .where(and(eq(factRevisions.tenantId, tenantId), lte(factRevisions.recordedAt, asOf), after ? lt(factRevisions.factId, after) : undefined))
       .orderBy(desc(factRevisions.factId), desc(factRevisions.version)),
   );
   const rows = await tx
@@ -461,6 +470,7 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
     .innerJoin(facts, and(eq(facts.tenantId, atTime.tenantId), eq(facts.id, atTime.factId)))
     .where(
       and(
+        eq(facts.tenantId, tenantId),
         isNull(facts.invalidatedAt),
         visibleTo(principal, facts),
         isNull(atTime.invalidatedAt),
@@ -576,13 +586,14 @@ export async function expireFact(tx: Tx, current: FactRow): Promise<Fact> {
 }
 
 export async function listRevisions(caller: Caller, id: string): Promise<{ data: Fact[] }> {
+  const { tenantId } = caller.principal;
   return inTenantTransaction(caller, async (tx) => {
     const [current] = await tx.select({ id: facts.id }).from(facts).where(visibleLive(caller.principal, id));
     if (!current) throw new FactNotFound(id);
     const rows = await tx
-      .select({ row: factRevisions, embeddingModel: embeddingModelOf(factRevisions.factId, factRevisions.version) })
+      .select({ row: factRevisions, embeddingModel: embeddingModelOf(tenantId, factRevisions.factId, factRevisions.version) })
       .from(factRevisions)
-      .where(eq(factRevisions.factId, id))
+      .where(and(eq(factRevisions.tenantId, tenantId), eq(factRevisions.factId, id)))
       .orderBy(desc(factRevisions.version));
     return { data: rows.map(({ row, embeddingModel }) => toFact(id, row, embeddingModel)) };
   });

@@ -85,6 +85,7 @@ export async function keywordSearch(
   params: KeywordParams = BM25,
 ): Promise<RankedId[]> {
   const candidates = params.candidates ?? CANDIDATES;
+  const { tenantId } = principal;
   const { include, exclude, includedText } = parseSearchQuery(query);
   if (include.length === 0 || depth <= 0) return [];
 
@@ -112,18 +113,20 @@ export async function keywordSearch(
       from unnest(to_tsvector('english', ${includedText}))
       where lexeme = any(tsvector_to_array(to_tsvector('english', coalesce((select string_agg(word, ' ') from kept), '') || ' ' || ${phraseText})))
     ),
-    -- Statistics: folded plus pending (drizzle/0008_keyword_statistics.sql), in this snapshot.
+    -- Statistics: folded plus pending (drizzle/0008_keyword_statistics.sql), in this snapshot. Every
+    -- table names the tenant besides row-level security: on Citus that routes the statement to the
+    -- tenant's one shard, where a statement left to RLS alone is planned across all (issue 16).
     pending_terms as (
       select l.lexeme, sum(l.n)::float8 as documents
       from keyword_stat_changes c, unnest(c.lexemes, c.counts) as l(lexeme, n)
-      where c.tenant_id = mnemo_current_tenant() and l.lexeme in (select lexeme from terms)
+      where c.tenant_id = ${tenantId} and l.lexeme in (select lexeme from terms)
       group by l.lexeme
     ),
     corpus as (
       select coalesce(sum(documents), 0) as documents, coalesce(sum(tokens), 0) as tokens from (
-        select documents, tokens from keyword_corpus_stats where tenant_id = mnemo_current_tenant()
+        select documents, tokens from keyword_corpus_stats where tenant_id = ${tenantId}
         union all
-        select documents, tokens from keyword_stat_changes where tenant_id = mnemo_current_tenant()
+        select documents, tokens from keyword_stat_changes where tenant_id = ${tenantId}
       ) s
     )
     select
@@ -136,7 +139,7 @@ export async function keywordSearch(
           'lexeme', t.lexeme, 'query', mnemo_lexeme_query(t.lexeme)::text, 'qtf', t.qtf,
           'df', coalesce(s.documents, 0) + coalesce(p.documents, 0))), '[]')
         from terms t
-        left join keyword_term_stats s on s.tenant_id = mnemo_current_tenant() and s.lexeme = t.lexeme
+        left join keyword_term_stats s on s.tenant_id = ${tenantId} and s.lexeme = t.lexeme
         left join pending_terms p on p.lexeme = t.lexeme) as terms
   `)) as unknown as { matching: string; documents: number; tokens: number; terms: Omit<Term, 'weight' | 'bound'>[] }[];
   if (!stats || stats.terms.length === 0 || !stats.matching) return [];
@@ -180,7 +183,7 @@ export async function keywordSearch(
       -- row-level security's expression) and the essential lexemes; the whole query is checked
       -- on those rows only (ts_match_vq is @@ in a form the planner does not take to the index,
       -- where its common lexemes would make the index look too dear to use).
-      where facts.tenant_id = ${principal.tenantId}
+      where facts.tenant_id = ${tenantId}
         and facts.search_vector @@ ${essential.map((t) => t.query).join(' | ')}::tsquery
         and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
         and ${searchable}

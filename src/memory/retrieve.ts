@@ -3,7 +3,7 @@
  * rank fusion. Every mode returns only facts the principal can see that are live and, with
  * `validAt`, valid then; all of it is in the SQL of each search.
  */
-import { and, desc, type SQL } from 'drizzle-orm';
+import { and, desc, eq, type SQL } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { type Tx, withTenant } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
@@ -84,6 +84,9 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   // counts them exactly before choosing its strategy (semantic.ts).
   const narrowed = filters.length > 0 || caller.principal.role !== 'admin';
   const searchable = and(visibleTo(caller.principal, facts), ...corpus)!;
+  // Each statement names the tenant besides row-level security: on Citus that routes it to the
+  // tenant's one shard (issue 16). The searches and factsByIds add it themselves.
+  const { tenantId } = caller.principal;
   // Every answer passes here once: the metric and the journal tell the same time.
   const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => {
     const tookMs = performance.now() - started;
@@ -93,8 +96,13 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
 
   if (mode === 'list') {
     return inTenantTransaction(caller, async (tx) => {
-      const rows = await tx.select({ id: facts.id }).from(facts).where(searchable).orderBy(desc(facts.id)).limit(limit);
-      const found = await factsByIds(tx, rows.map((r) => r.id));
+      const rows = await tx
+        .select({ id: facts.id })
+        .from(facts)
+        .where(and(eq(facts.tenantId, tenantId), searchable))
+        .orderBy(desc(facts.id))
+        .limit(limit);
+      const found = await factsByIds(tx, tenantId, rows.map((r) => r.id));
       return finish({ mode }, rows.map((r) => ({ fact: found.get(r.id)!, score: null })));
     }, SNAPSHOT);
   }
@@ -110,7 +118,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   /** The facts of the fused or single list, best first, loaded in one statement. */
   const load = async (tx: Tx, ranked: RankedId[], journal: Omit<Journal, 'tookMs'>) => {
     const top = ranked.slice(0, limit);
-    const found = await factsByIds(tx, top.map((r) => r.id), searchable);
+    const found = await factsByIds(tx, tenantId, top.map((r) => r.id), searchable);
     return finish(journal, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : [])));
   };
 

@@ -72,6 +72,9 @@ export async function semanticSearch(
   const vector = sql`${pgvector.toSql(queryVector)}::vector(${dims})`;
   const candidates = and(visibleTo(principal, facts), ...corpus)!;
   const joined = sql`fact_embeddings e join facts on facts.tenant_id = e.tenant_id and facts.id = e.fact_id`;
+  // Both tables name the tenant besides row-level security: on Citus that routes the statement to
+  // the tenant's one shard (issue 16).
+  const inTenant = sql`e.tenant_id = ${principal.tenantId} and facts.tenant_id = ${principal.tenantId}`;
   const modelIs = sql`e.model = ${literal(model.model)}`;
 
   // The two statements below go out together (pipelined: one round trip). The choice of strategy is
@@ -87,10 +90,9 @@ export async function semanticSearch(
     sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true)${budget},
       set_config('plan_cache_mode', 'force_custom_plan', true)`,
   );
-  // Row-level security keeps both counts inside the tenant.
   const counted = narrowed
-    ? sql`select 1 from ${joined} where ${modelIs} and ${candidates}`
-    : sql`select 1 from fact_embeddings e where ${modelIs}`;
+    ? sql`select 1 from ${joined} where ${inTenant} and ${modelIs} and ${candidates}`
+    : sql`select 1 from fact_embeddings e where e.tenant_id = ${principal.tenantId} and ${modelIs}`;
   const few =
     force === undefined
       ? sql`(select count(*) from (${counted} limit ${EXACT_SCAN_LIMIT + 1}) capped) <= ${EXACT_SCAN_LIMIT}`
@@ -104,7 +106,7 @@ export async function semanticSearch(
       select id, distance from (
         select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance
         from ${joined}
-        where ${modelIs} and ${candidates}
+        where ${inTenant} and ${modelIs} and ${candidates}
         order by e.embedding::vector(${dims}) <=> ${vector}
         limit ${depth}
       ) scanned
@@ -116,7 +118,7 @@ export async function semanticSearch(
         -- \`+ 0\` keeps the planner off the index: an exact ordering over the candidates.
         select e.fact_id as id, (e.embedding::vector(${dims}) <=> ${vector}) as distance, 'exact' as strategy
         from ${joined}
-        where (select yes from exact) and ${modelIs} and ${candidates}
+        where (select yes from exact) and ${inTenant} and ${modelIs} and ${candidates}
         order by (e.embedding::vector(${dims}) <=> ${vector}) + 0, e.fact_id desc
         limit ${depth}
       )

@@ -23,18 +23,24 @@ export async function foldKeywordStatistics(tx: Tx, tenantId: string): Promise<v
   await tx.execute(sql`select mnemo_keyword_fold(${tenantId}, true)`);
 }
 
-/** The statistics a search in this transaction's snapshot uses: folded plus pending. */
-export async function keywordStatistics(tx: Tx): Promise<KeywordStatistics> {
+/**
+ * The tenant's statistics as a search in this transaction's snapshot uses them: folded plus pending.
+ * Each table is filtered by the tenant besides row-level security: on Citus that is what routes
+ * the statement to the tenant's shard (issue 16).
+ */
+export async function keywordStatistics(tx: Tx, tenantId: string): Promise<KeywordStatistics> {
   const [corpus] = (await tx.execute(sql`
     select coalesce(sum(documents), 0)::float8 as documents, coalesce(sum(tokens), 0)::float8 as tokens from (
-      select documents, tokens from keyword_corpus_stats union all select documents, tokens from keyword_stat_changes
+      select documents, tokens from keyword_corpus_stats where tenant_id = ${tenantId}
+      union all
+      select documents, tokens from keyword_stat_changes where tenant_id = ${tenantId}
     ) s
   `)) as unknown as { documents: number; tokens: number }[];
   const rows = (await tx.execute(sql`
     select lexeme, sum(documents)::float8 as documents from (
-      select lexeme, documents from keyword_term_stats
+      select lexeme, documents from keyword_term_stats where tenant_id = ${tenantId}
       union all
-      select l.lexeme, l.n from keyword_stat_changes c, unnest(c.lexemes, c.counts) as l(lexeme, n)
+      select l.lexeme, l.n from keyword_stat_changes c, unnest(c.lexemes, c.counts) as l(lexeme, n) where c.tenant_id = ${tenantId}
     ) s
     group by lexeme
     having sum(documents) <> 0

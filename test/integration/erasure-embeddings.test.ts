@@ -87,7 +87,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
   it('a vector read before an erasure and stored after it is refused', async () => {
     const tenantId = uniqueTenant('read-erase-store');
     const fact = await insertFact(t.app.db, tenantId, { projectId: 'p1', participantId: 'end-9' });
-    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, 10));
+    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, model.model, 10));
     expect(pending.map((p) => p.id)).toEqual([fact.id]);
 
     const erasureId = await erase(tenantId, person('end-9'));
@@ -144,11 +144,11 @@ describe('vectors never outlive erased, deleted or purged content', () => {
   it('a vector of an old version is not stored once a supersede moved the fact on', async () => {
     const tenantId = uniqueTenant('supersede');
     const fact = await insertFact(t.app.db, tenantId, { projectId: 'p1' });
-    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, 10));
+    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, model.model, 10));
     await supersedeFact({ db: t.app.db, principal: admin(tenantId) }, fact.id, { content: { text: 'new words' } });
     expect(await store(tenantId, pending)).toBe(0);
     // The current version is still wanted, and stored when its own job comes.
-    const now = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, 10));
+    const now = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, model.model, 10));
     expect(now).toMatchObject([{ id: fact.id, version: 2 }]);
     expect(await store(tenantId, now)).toBe(1);
     expect(await vectorsOf(tenantId)).toBe(1);
@@ -157,7 +157,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
   it('a vector read before a delete and purge is not stored after them', async () => {
     const tenantId = uniqueTenant('purge');
     const fact = await insertFact(t.app.db, tenantId, { projectId: 'p1' });
-    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, model.model, 10));
+    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, model.model, 10));
     await deleteFact({ db: t.app.db, principal: admin(tenantId) }, fact.id);
     expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 0 })).toEqual({ expired: 0, purged: 1 });
     expect(await store(tenantId, pending)).toBe(0);
@@ -170,7 +170,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
     const old = await registerModel(t.app.db, 'retire-me-3', 3);
     // Another database's worth of models: this file's own model is active, so 'retire-me-3' backfills.
     expect(old.state).toBe('backfilling');
-    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, old.model, 10));
+    const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, old.model, 10));
     expect(pending).toHaveLength(1);
     // Retired as a switch retires a model: its vectors removed, then a late job stores.
     await t.admin`update embedding_models set state = 'retired', retired_at = now() where model = ${old.model}`;

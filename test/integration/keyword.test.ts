@@ -134,7 +134,7 @@ describe('keyword search (BM25 in SQL)', () => {
         where invalidated_at is null group by lexeme`)) as unknown as { lexeme: string; documents: number }[];
       return { ...corpus!, terms: new Map(rows.map((r) => [r.lexeme, r.documents])) };
     });
-  const statistics = (tenantId: string) => withTenant(t.app.db, tenantId, (tx) => keywordStatistics(tx));
+  const statistics = (tenantId: string) => withTenant(t.app.db, tenantId, (tx) => keywordStatistics(tx, tenantId));
   const fold = (tenantId: string) => withTenant(t.app.db, tenantId, (tx) => foldKeywordStatistics(tx, tenantId));
   const pendingChanges = async (tenantId: string) =>
     Number((await t.admin`select count(*)::int as n from keyword_stat_changes where tenant_id = ${tenantId}`)[0]!.n);

@@ -45,7 +45,7 @@ describe('keyword search at 20,000 facts', () => {
   afterAll(() => t?.drop());
 
   it('keeps the statistics equal to a fresh count', async () => {
-    const { documents, tokens, terms } = await withTenant(t.app.db, tenant, (tx) => keywordStatistics(tx));
+    const { documents, tokens, terms } = await withTenant(t.app.db, tenant, (tx) => keywordStatistics(tx, tenant));
     const [fresh] = await t.admin<{ documents: number; tokens: number; lexemes: number; postings: number }[]>`
       select count(*)::float8 as documents, sum(search_length)::float8 as tokens,
         (select count(distinct l)::float8 from facts, unnest(tsvector_to_array(search_vector)) l where tenant_id = ${tenant} and invalidated_at is null) as lexemes,
