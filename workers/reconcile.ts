@@ -54,7 +54,7 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
     }
     const serving = embeddings ? await servingModel(db) : null;
     await forEachTenant(db, async (tenantId) => {
-      const rows = await withTenant(db, tenantId, (tx) => pendingOutbox(tx, olderThan, batchPerTenant));
+      const rows = await withTenant(db, tenantId, (tx) => pendingOutbox(tx, tenantId, olderThan, batchPerTenant));
       const { enqueued, skipped } = await dispatchOutbox(queues, rows);
       result.tenants++;
       result.enqueued += enqueued;
@@ -62,13 +62,13 @@ export function reconcileHandler({ db, queues, embeddings, graceMs = 30_000, bat
       // A count, not a look for the first one: it is what the metric needs, and it costs less than
       // that look did where nothing is missing (one join instead of a probe per fact), which is
       // most tenants on most passes.
-      const backlog = serving ? await withTenant(db, tenantId, (tx) => coverage(tx, serving.model)).then((c) => c.live - c.embedded) : 0;
+      const backlog = serving ? await withTenant(db, tenantId, (tx) => coverage(tx, serving.model, tenantId)).then((c) => c.live - c.embedded) : 0;
       if (backlog > 0) {
         await scheduleEmbedding(queues, tenantId);
         result.embedJobs++;
         result.backlog += backlog;
       }
-      const schedule = await withTenant(db, tenantId, findSchedule);
+      const schedule = await withTenant(db, tenantId, (tx) => findSchedule(tx, tenantId));
       if (schedule && (await restoreNightlyScheduler(queues, tenantId, schedule))) result.schedulesRestored++;
     });
     if (embeddings) {

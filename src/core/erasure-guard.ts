@@ -6,7 +6,7 @@
  * src/lifecycle/erasure.ts, which builds on these.
  */
 import { createHmac } from 'node:crypto';
-import { and, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Tx } from '../db/client.ts';
 import { erasures } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -47,11 +47,16 @@ interface WriteNames {
  * the lock first, and the job waits for it to commit and then finds its fact; or the job holds
  * it (or has held it), so the erasure row was committed before the write's check, which sees it
  * and answers 409.
+ *
+ * `tenantId` is the tenant `tx` acts for: the lookup names it, so that Citus routes it to that
+ * tenant's shard (issue 16). Optional only until every caller passes it; without it, row-level
+ * security alone confines the lookup, as before.
  */
 export async function assertNoErasureInProgress(
   tx: Tx,
   key: string | undefined,
   names: WriteNames | readonly WriteNames[],
+  tenantId?: string,
 ): Promise<void> {
   if (!key) return;
   // A batch of writes is checked at once: one lock statement and one lookup for all its names.
@@ -69,7 +74,13 @@ export async function assertNoErasureInProgress(
   const [open] = await tx
     .select({ id: erasures.id })
     .from(erasures)
-    .where(and(inArray(erasures.status, ['pending', 'running']), inArray(erasures.targetHash, hashes)))
+    .where(
+      and(
+        tenantId === undefined ? undefined : eq(erasures.tenantId, tenantId),
+        inArray(erasures.status, ['pending', 'running']),
+        inArray(erasures.targetHash, hashes),
+      ),
+    )
     .limit(1);
   if (open) {
     throw new AppError('erasure-in-progress', 'A person or conversation this write names is being erased; retry once the erasure has finished', {

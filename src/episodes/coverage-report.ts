@@ -5,7 +5,7 @@
  * probed against the corpus's coverage keys (`facts.merge_keys`, generated from `mergedFrom`), and
  * only the page of each list that was asked for is read, in order, from facts_report_order_idx.
  */
-import { and, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { facts } from '../db/schema.ts';
 import { appliesIn, live, type ScopeFilter } from '../memory/conditions.ts';
@@ -33,7 +33,12 @@ export async function coverageReport(
   onProgress?: (progress: ReportProgress) => Promise<void> | void,
 ): Promise<CoverageReport> {
   const prefix = normalizeEpisodesPrefix(params.episodesPrefix);
-  const corpus = and(visibleTo(caller.principal, facts), live(), params.scope ? appliesIn(params.scope) : undefined)!;
+  const corpus = and(
+    eq(facts.tenantId, caller.principal.tenantId),
+    visibleTo(caller.principal, facts),
+    live(),
+    params.scope ? appliesIn(params.scope) : undefined,
+  )!;
   const episodic = sql`(${facts.memoryKind} = 'episodic' or (${facts.memoryKind} is distinct from 'semantic' and ${facts.memoryKind} is distinct from 'consolidation' and starts_with(${facts.path}, ${prefix})))`;
 
   return inTenantTransaction(

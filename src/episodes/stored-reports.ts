@@ -102,7 +102,7 @@ async function insertReport(tx: Tx, principal: Principal, params: ReportRequest,
     .values({ tenantId: principal.tenantId, id, params, principal, scheduled })
     .onConflictDoNothing()
     .returning();
-  return row ?? (await tx.select().from(coverageReports).where(eq(coverageReports.id, id)))[0]!;
+  return row ?? (await tx.select().from(coverageReports).where(and(eq(coverageReports.tenantId, principal.tenantId), eq(coverageReports.id, id))))[0]!;
 }
 
 export async function getReport(caller: Caller, id: string): Promise<ReportStatus> {
@@ -110,7 +110,7 @@ export async function getReport(caller: Caller, id: string): Promise<ReportStatu
     const [row] = await tx
       .select()
       .from(coverageReports)
-      .where(and(eq(coverageReports.id, id), readableBy(caller.principal)));
+      .where(and(eq(coverageReports.tenantId, caller.principal.tenantId), eq(coverageReports.id, id), readableBy(caller.principal)));
     if (!row) throw new ReportNotFound();
     return toStatus(row);
   });
@@ -124,7 +124,7 @@ export async function listReports(caller: Caller, query: { limit?: number | unde
     const rows = await tx
       .select(summaryColumns)
       .from(coverageReports)
-      .where(and(readableBy(caller.principal), after ? lt(coverageReports.id, after) : undefined))
+      .where(and(eq(coverageReports.tenantId, caller.principal.tenantId), readableBy(caller.principal), after ? lt(coverageReports.id, after) : undefined))
       .orderBy(desc(coverageReports.id))
       .limit(limit + 1);
     return pageOf(rows, limit, toSummary);
@@ -140,7 +140,7 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
     const [row] = await tx
       .update(coverageReports)
       .set({ status: 'running', startedAt: sql`clock_timestamp()`, progressDone: 0 })
-      .where(and(eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running'])))
+      .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running'])))
       .returning();
     return row;
   });
@@ -157,7 +157,10 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
     lastWrite = Date.now();
     written = written.then(() =>
       withTenant(db, tenantId, (tx) =>
-        tx.update(coverageReports).set({ progressDone: done, progressTotal: total }).where(eq(coverageReports.id, reportId)),
+        tx
+          .update(coverageReports)
+          .set({ progressDone: done, progressTotal: total })
+          .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId))),
       ),
     );
     // Awaited below; until then a failure must not count as unhandled.
@@ -181,7 +184,7 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
         progressTotal: result.episodic_count,
         finishedAt: sql`clock_timestamp()`,
       })
-      .where(eq(coverageReports.id, reportId)),
+      .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId))),
   );
   return 'completed';
 }
@@ -192,7 +195,7 @@ export async function failReport(db: Db, tenantId: string, reportId: string): Pr
     tx
       .update(coverageReports)
       .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
-      .where(and(eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running']))),
+      .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running']))),
   );
 }
 
@@ -230,20 +233,25 @@ export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<S
 
 export async function getSchedule(caller: Caller): Promise<Schedule> {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
-  const row = await inTenantTransaction(caller, (tx) => findSchedule(tx));
+  const row = await inTenantTransaction(caller, (tx) => findSchedule(tx, caller.principal.tenantId));
   if (!row) throw new AppError('not-found', 'This tenant has no nightly report; PUT one to schedule it');
   return toSchedule(row);
 }
 
 export async function deleteSchedule(caller: Caller): Promise<void> {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
-  const deleted = await inTenantTransaction(caller, (tx) => tx.delete(coverageReportSchedules).returning({ tenantId: coverageReportSchedules.tenantId }));
+  const deleted = await inTenantTransaction(caller, (tx) =>
+    tx
+      .delete(coverageReportSchedules)
+      .where(eq(coverageReportSchedules.tenantId, caller.principal.tenantId))
+      .returning({ tenantId: coverageReportSchedules.tenantId }),
+  );
   if (deleted.length === 0) throw new AppError('not-found', 'This tenant has no nightly report');
 }
 
-/** The tenant's schedule row (row-level security limits the table to the tenant of `tx`). */
-export async function findSchedule(tx: Tx) {
-  const [row] = await tx.select().from(coverageReportSchedules);
+/** The tenant's schedule row (`tx` must act for the same tenant: row-level security backs the filter). */
+export async function findSchedule(tx: Tx, tenantId: string) {
+  const [row] = await tx.select().from(coverageReportSchedules).where(eq(coverageReportSchedules.tenantId, tenantId));
   return row;
 }
 
@@ -253,7 +261,7 @@ export async function findSchedule(tx: Tx) {
  */
 export async function nightlyReportId(db: Db, tenantId: string, run: { key: string; at: number }): Promise<string | undefined> {
   return withTenant(db, tenantId, async (tx) => {
-    const schedule = await findSchedule(tx);
+    const schedule = await findSchedule(tx, tenantId);
     if (!schedule) return undefined;
     const row = await insertReport(tx, schedule.principal as Principal, schedule.params as ReportRequest, true, runReportId(run.key, run.at));
     return row.id;

@@ -50,11 +50,11 @@ export async function dispatchOutbox(queues: Queues, rows: readonly OutboxRow[])
 }
 
 /** Outbox rows of one tenant still waiting, oldest first. */
-export async function pendingOutbox(tx: Tx, olderThan: Date, limit: number): Promise<OutboxRow[]> {
+export async function pendingOutbox(tx: Tx, tenantId: string, olderThan: Date, limit: number): Promise<OutboxRow[]> {
   return tx
     .select({ tenantId: outbox.tenantId, id: outbox.id, queue: outbox.queue, payload: outbox.payload })
     .from(outbox)
-    .where(and(isNull(outbox.doneAt), isNull(outbox.failedAt), lt(outbox.createdAt, olderThan)))
+    .where(and(eq(outbox.tenantId, tenantId), isNull(outbox.doneAt), isNull(outbox.failedAt), lt(outbox.createdAt, olderThan)))
     .orderBy(asc(outbox.createdAt))
     .limit(limit);
 }
@@ -64,7 +64,7 @@ export async function markOutboxDone(db: Db, ref: { tenantId: string; id: string
     tx
       .update(outbox)
       .set({ doneAt: sql`now()`, attempts: sql`${outbox.attempts} + 1`, lastError: null })
-      .where(eq(outbox.id, ref.id)),
+      .where(and(eq(outbox.tenantId, ref.tenantId), eq(outbox.id, ref.id))),
   );
 }
 
@@ -82,7 +82,7 @@ export async function markOutboxAttemptFailed(
     tx
       .update(outbox)
       .set({ attempts: sql`${outbox.attempts} + 1`, lastError: message, ...(final ? { failedAt: sql`now()` } : {}) })
-      .where(eq(outbox.id, ref.id)),
+      .where(and(eq(outbox.tenantId, ref.tenantId), eq(outbox.id, ref.id))),
   );
 }
 

@@ -94,7 +94,10 @@ export async function requestErasure(
   return inTenantTransaction(caller, async (tx) => {
     await registerTenant(tx, caller.principal.tenantId);
     if (target.kind === 'fact') {
-      const [fact] = await tx.select({ id: facts.id, legalHold: facts.legalHold }).from(facts).where(eq(facts.id, target.id));
+      const [fact] = await tx
+        .select({ id: facts.id, legalHold: facts.legalHold })
+        .from(facts)
+        .where(and(eq(facts.tenantId, caller.principal.tenantId), eq(facts.id, target.id)));
       if (!fact) throw new FactNotFound(target.id);
       // Known now, so said now (DESIGN §4); a person's facts are only known to the job.
       if (fact.legalHold) throw new LegalHold(target.id);
@@ -118,7 +121,12 @@ export async function requestErasure(
 
 export async function getErasure(caller: Caller, id: string): Promise<ErasureStatus> {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
-  const [row] = await inTenantTransaction(caller, (tx) => tx.select().from(erasures).where(eq(erasures.id, id)));
+  const [row] = await inTenantTransaction(caller, (tx) =>
+    tx
+      .select()
+      .from(erasures)
+      .where(and(eq(erasures.tenantId, caller.principal.tenantId), eq(erasures.id, id))),
+  );
   if (!row) throw new ErasureNotFound();
   return toStatus(row);
 }
@@ -131,7 +139,7 @@ export async function listErasures(caller: Caller, query: { limit?: number | und
     tx
       .select()
       .from(erasures)
-      .where(after ? lt(erasures.id, after) : undefined)
+      .where(and(eq(erasures.tenantId, caller.principal.tenantId), after ? lt(erasures.id, after) : undefined))
       .orderBy(desc(erasures.id))
       .limit(limit + 1),
   );
@@ -144,48 +152,62 @@ export async function listErasures(caller: Caller, query: { limit?: number | und
  */
 export async function resumeErasure(caller: Caller, id: string): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
+  const { tenantId } = caller.principal;
   return inTenantTransaction(caller, async (tx) => {
-    const [row] = await tx.select().from(erasures).where(eq(erasures.id, id)).for('update');
+    const [row] = await tx
+      .select()
+      .from(erasures)
+      .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, id)))
+      .for('update');
     if (!row) throw new ErasureNotFound();
     if (row.status !== 'failed') throw new AppError('bad-input', `Only a failed erasure can be resumed; this one is ${row.status}`);
     const [updated] = await tx
       .update(erasures)
       .set({ status: 'pending', errorCode: null, blockingFactIds: [], finishedAt: null })
-      .where(eq(erasures.id, id))
+      .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, id)))
       .returning();
     // A new outbox row (so a new job: the last one ended), with the target the old one still holds.
     const [previous] = await tx
       .update(outbox)
       .set({ doneAt: sql`coalesce(${outbox.doneAt}, now())` })
-      .where(and(eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${id}`, sql`${outbox.payload} ? 'target'`))
+      .where(
+        and(
+          eq(outbox.tenantId, tenantId),
+          eq(outbox.queue, erasureQueue.name),
+          sql`${outbox.payload}->>'erasureId' = ${id}`,
+          sql`${outbox.payload} ? 'target'`,
+        ),
+      )
       .returning({ payload: outbox.payload });
     if (!previous) throw new AppError('internal', `erasure ${id} has no outbox row holding its target`);
-    const pending = await recordOutbox(tx, caller.principal.tenantId, erasureQueue.name, previous.payload);
+    const pending = await recordOutbox(tx, tenantId, erasureQueue.name, previous.payload);
     return { erasure: toStatus(updated!), outbox: pending };
   });
 }
 
 /**
- * Facts the target names: by id, by scope (participant, conversation; fixed for a fact's life) or
- * by subjects — in any revision, since a supersede may have dropped the person from the current one.
+ * The tenant's facts the target names: by id, by scope (participant, conversation; fixed for a
+ * fact's life) or by subjects — in any revision, since a supersede may have dropped the person
+ * from the current one.
  */
-function matching(target: ErasureTarget): SQL {
+function matching(tenantId: string, target: ErasureTarget): SQL {
   const named = (kind: 'participant' | 'external') => {
     const subject = JSON.stringify([{ kind, id: target.id }]);
     return or(
       sql`${facts.subjects} @> ${subject}::jsonb`,
-      sql`exists (select 1 from ${factRevisions} where ${factRevisions.factId} = ${facts.id} and ${factRevisions.subjects} @> ${subject}::jsonb)`,
+      sql`exists (select 1 from ${factRevisions} where ${factRevisions.tenantId} = ${tenantId} and ${factRevisions.tenantId} = ${facts.tenantId} and ${factRevisions.factId} = ${facts.id} and ${factRevisions.subjects} @> ${subject}::jsonb)`,
     )!;
   };
+  const ofTenant = eq(facts.tenantId, tenantId);
   switch (target.kind) {
     case 'fact':
-      return eq(facts.id, target.id);
+      return and(ofTenant, eq(facts.id, target.id))!;
     case 'participant':
-      return or(eq(facts.participantId, target.id), named('participant'))!;
+      return and(ofTenant, or(eq(facts.participantId, target.id), named('participant')))!;
     case 'external':
-      return named('external');
+      return and(ofTenant, named('external'))!;
     case 'conversation':
-      return eq(facts.threadId, target.id);
+      return and(ofTenant, eq(facts.threadId, target.id))!;
   }
 }
 
@@ -204,7 +226,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
     const [row] = await tx
       .update(erasures)
       .set({ status: 'running', startedAt: sql`coalesce(${erasures.startedAt}, clock_timestamp())` })
-      .where(and(eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running'])))
+      .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running'])))
       .returning();
     if (!row) return undefined;
     // The barrier against writes that checked for an erasure before this one was recorded and
@@ -214,13 +236,13 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
     const held = await tx
       .select({ id: facts.id })
       .from(facts)
-      .where(and(matching(target), notErased, eq(facts.legalHold, true)))
+      .where(and(matching(tenantId, target), notErased, eq(facts.legalHold, true)))
       .orderBy(facts.id);
     if (held.length > 0) {
       await tx
         .update(erasures)
         .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: held.map((f) => f.id), finishedAt: sql`clock_timestamp()` })
-        .where(eq(erasures.id, erasureId));
+        .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
       return 'legal-hold' as const;
     }
     return 'running' as const;
@@ -233,7 +255,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
       const batch = await tx
         .select({ id: facts.id, legalHold: facts.legalHold })
         .from(facts)
-        .where(and(matching(target), notErased))
+        .where(and(matching(tenantId, target), notErased))
         .orderBy(facts.id)
         .limit(ERASURE_BATCH)
         .for('update');
@@ -244,10 +266,10 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
         await tx
           .update(erasures)
           .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: blocked, finishedAt: sql`clock_timestamp()` })
-          .where(eq(erasures.id, erasureId));
+          .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
         return 'legal-hold' as const;
       }
-      await eraseBatch(tx, erasureId, target, batch.map((f) => f.id));
+      await eraseBatch(tx, tenantId, erasureId, target, batch.map((f) => f.id));
       return false;
     });
     if (done === 'legal-hold') return 'legal-hold';
@@ -255,13 +277,16 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
   }
 
   await withTenant(db, tenantId, async (tx) => {
-    await tx.update(erasures).set({ status: 'completed', finishedAt: sql`clock_timestamp()` }).where(eq(erasures.id, erasureId));
+    await tx
+      .update(erasures)
+      .set({ status: 'completed', finishedAt: sql`clock_timestamp()` })
+      .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
     // The target's id was only ever in the outbox payload (and perhaps quoted in an earlier
     // attempt's error): both go now.
     await tx
       .update(outbox)
       .set({ payload: { tenantId, erasureId }, lastError: null })
-      .where(and(eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${erasureId}`));
+      .where(and(eq(outbox.tenantId, tenantId), eq(outbox.queue, erasureQueue.name), sql`${outbox.payload}->>'erasureId' = ${erasureId}`));
   });
   return 'completed';
 }
@@ -277,7 +302,7 @@ function scrubbedScope(target: ErasureTarget, columns: { participantId: AnyPgCol
   return {};
 }
 
-async function eraseBatch(tx: Tx, erasureId: string, target: ErasureTarget, ids: string[]): Promise<void> {
+async function eraseBatch(tx: Tx, tenantId: string, erasureId: string, target: ErasureTarget, ids: string[]): Promise<void> {
   const erased = await tx
     .update(facts)
     .set({
@@ -287,14 +312,17 @@ async function eraseBatch(tx: Tx, erasureId: string, target: ErasureTarget, ids:
       invalidatedAt: sql`coalesce(${facts.invalidatedAt}, clock_timestamp())`,
       invalidationReason: 'erased',
     })
-    .where(inArray(facts.id, ids))
+    .where(and(eq(facts.tenantId, tenantId), inArray(facts.id, ids)))
     .returning({ id: facts.id });
   const revisions = await tx
     .update(factRevisions)
     .set({ content: null, subjects: [], ...scrubbedScope(target, factRevisions) })
-    .where(inArray(factRevisions.factId, ids))
+    .where(and(eq(factRevisions.tenantId, tenantId), inArray(factRevisions.factId, ids)))
     .returning({ version: factRevisions.version });
-  const vectors = await tx.delete(factEmbeddings).where(inArray(factEmbeddings.factId, ids)).returning({ factId: factEmbeddings.factId });
+  const vectors = await tx
+    .delete(factEmbeddings)
+    .where(and(eq(factEmbeddings.tenantId, tenantId), inArray(factEmbeddings.factId, ids)))
+    .returning({ factId: factEmbeddings.factId });
   await tx
     .update(erasures)
     .set({
@@ -302,7 +330,7 @@ async function eraseBatch(tx: Tx, erasureId: string, target: ErasureTarget, ids:
       revisionsErased: sql`${erasures.revisionsErased} + ${revisions.length}`,
       embeddingsDeleted: sql`${erasures.embeddingsDeleted} + ${vectors.length}`,
     })
-    .where(eq(erasures.id, erasureId));
+    .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
 }
 
 /** Marks an erasure failed for good (its job gave up); the cause is in the worker's log. */
@@ -311,6 +339,6 @@ export async function failErasure(db: Db, tenantId: string, erasureId: string): 
     tx
       .update(erasures)
       .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
-      .where(and(eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running']))),
+      .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running']))),
   );
 }

@@ -34,7 +34,7 @@ export async function sweepTenant(db: Db, tenantId: string, { purgeGraceMs, batc
       const due = await tx
         .select()
         .from(facts)
-        .where(and(isNull(facts.invalidatedAt), lte(facts.expiresAt, sql`now()`), eq(facts.legalHold, false)))
+        .where(and(eq(facts.tenantId, tenantId), isNull(facts.invalidatedAt), lte(facts.expiresAt, sql`now()`), eq(facts.legalHold, false)))
         .orderBy(facts.id)
         .limit(batch)
         .for('update', { skipLocked: true });
@@ -51,6 +51,7 @@ export async function sweepTenant(db: Db, tenantId: string, { purgeGraceMs, batc
         .from(facts)
         .where(
           and(
+            eq(facts.tenantId, tenantId),
             inArray(facts.invalidationReason, ['deleted', 'expired']),
             isNotNull(facts.content),
             eq(facts.legalHold, false),
@@ -62,9 +63,15 @@ export async function sweepTenant(db: Db, tenantId: string, { purgeGraceMs, batc
         .for('update', { skipLocked: true });
       const ids = due.map((row) => row.id);
       if (ids.length === 0) return 0;
-      await tx.update(facts).set({ content: null }).where(inArray(facts.id, ids));
-      await tx.update(factRevisions).set({ content: null }).where(and(inArray(factRevisions.factId, ids), isNotNull(factRevisions.content)));
-      await tx.delete(factEmbeddings).where(inArray(factEmbeddings.factId, ids));
+      await tx
+        .update(facts)
+        .set({ content: null })
+        .where(and(eq(facts.tenantId, tenantId), inArray(facts.id, ids)));
+      await tx
+        .update(factRevisions)
+        .set({ content: null })
+        .where(and(eq(factRevisions.tenantId, tenantId), inArray(factRevisions.factId, ids), isNotNull(factRevisions.content)));
+      await tx.delete(factEmbeddings).where(and(eq(factEmbeddings.tenantId, tenantId), inArray(factEmbeddings.factId, ids)));
       return ids.length;
     });
     result.purged += purged;

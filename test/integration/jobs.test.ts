@@ -163,7 +163,7 @@ describe('jobs', () => {
     const again = (await reconcile({}, { job: undefined as never, logger })) as { enqueued: number };
     expect(again.enqueued).toBe(await undone());
     for (const tenant of tenants) {
-      expect(await withTenant(t.app.db, tenant, (tx) => pendingOutbox(tx, new Date(), 100))).toEqual([]);
+      expect(await withTenant(t.app.db, tenant, (tx) => pendingOutbox(tx, tenant, new Date(), 100))).toEqual([]);
     }
   });
 
