@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { DistributionSetting } from './db/distribute.ts';
 import { resolveDataDir } from './embedded/data-dir.ts';
 import { localSecret, SECRET_FILES } from './embedded/secrets.ts';
 import { LOCAL_MODEL } from './embeddings/local-model.ts';
@@ -152,6 +153,10 @@ const environmentSchema = z
       (value) => (value === undefined || value === '' ? 30_000 : value),
       z.coerce.number().int('must be a whole number').min(1000, 'must be at least 1000'),
     ),
+    MNEMO_DISTRIBUTED: z.preprocess(
+      (value) => (value === undefined || value === '' ? 'auto' : value),
+      z.enum(['auto', 'citus', 'off'], { message: 'must be auto, citus or off' }),
+    ),
     MNEMO_DB_PREPARED_STATEMENTS: z.preprocess(
       (value) => (value === undefined || value === '' ? 'true' : value),
       z.enum(['true', 'false'], { message: 'must be true or false' }).transform((value) => value === 'true'),
@@ -286,6 +291,8 @@ export interface MigrateConfig {
   adminUrl: string;
   /** The app role's connection, when it differs from the admin one (its role is provisioned). */
   appUrl: string | undefined;
+  /** On a Citus coordinator (MNEMO_DISTRIBUTED): distribute the tables when Citus is there (auto), insist (citus), or never (off). */
+  distribution: DistributionSetting;
 }
 
 export class ConfigError extends Error {
@@ -404,7 +411,7 @@ export function loadMigrateConfig(env: NodeJS.ProcessEnv): MigrateConfig {
   const e = parseEnvironment(env);
   const adminUrl = e.DATABASE_ADMIN_URL ?? e.DATABASE_URL;
   if (!adminUrl) throw new ConfigError('DATABASE_ADMIN_URL', 'or DATABASE_URL is required to migrate');
-  return { adminUrl, appUrl: e.DATABASE_ADMIN_URL ? e.DATABASE_URL : undefined };
+  return { adminUrl, appUrl: e.DATABASE_ADMIN_URL ? e.DATABASE_URL : undefined, distribution: e.MNEMO_DISTRIBUTED };
 }
 
 /**

@@ -105,8 +105,8 @@ async function token(argv: string[]): Promise<void> {
 }
 
 async function runMigrate(): Promise<void> {
-  const { adminUrl, appUrl } = loadMigrateConfig(process.env);
-  await migrate({ adminUrl, appUrl, log: (message) => process.stderr.write(`${message}\n`) });
+  const { adminUrl, appUrl, distribution } = loadMigrateConfig(process.env);
+  await migrate({ adminUrl, appUrl, distribution, log: (message) => process.stderr.write(`${message}\n`) });
 }
 
 async function exportDataDir(argv: string[]): Promise<void> {

@@ -49,14 +49,13 @@ interface WriteNames {
  * and answers 409.
  *
  * `tenantId` is the tenant `tx` acts for: the lookup names it, so that Citus routes it to that
- * tenant's shard (issue 16). Optional only until every caller passes it; without it, row-level
- * security alone confines the lookup, as before.
+ * tenant's shard (row-level security stays the second wall).
  */
 export async function assertNoErasureInProgress(
   tx: Tx,
   key: string | undefined,
   names: WriteNames | readonly WriteNames[],
-  tenantId?: string,
+  tenantId: string,
 ): Promise<void> {
   if (!key) return;
   // A batch of writes is checked at once: one lock statement and one lookup for all its names.
@@ -76,7 +75,7 @@ export async function assertNoErasureInProgress(
     .from(erasures)
     .where(
       and(
-        tenantId === undefined ? undefined : eq(erasures.tenantId, tenantId),
+        eq(erasures.tenantId, tenantId),
         inArray(erasures.status, ['pending', 'running']),
         inArray(erasures.targetHash, hashes),
       ),

@@ -68,8 +68,10 @@ export async function storeResponse(tx: Tx, tenantId: string, key: string, respo
     .values({ tenantId, key, requestHash, responseStatus: status, responseBody: body, expiresAt })
     .onConflictDoUpdate({
       target: [idempotencyKeys.tenantId, idempotencyKeys.key],
-      set: { requestHash, responseStatus: status, responseBody: body, createdAt: sql`now()`, expiresAt },
-      setWhere: sql`${idempotencyKeys.expiresAt} <= now()`,
+      // The new row's own times (excluded.*) instead of now(): Citus refuses a volatile function in
+      // DO UPDATE, and its routing needs the statement's functions evaluated before it is sent.
+      set: { requestHash, responseStatus: status, responseBody: body, createdAt: sql`excluded.created_at`, expiresAt: sql`excluded.expires_at` },
+      setWhere: sql`${idempotencyKeys.expiresAt} <= excluded.created_at`,
     })
     .returning({ key: idempotencyKeys.key });
   return stored.length > 0;

@@ -73,6 +73,8 @@ export function reconnectDelaySeconds(failures: number): number {
 
 /** Per-client settings that `withTenant` applies, keyed by the drizzle handle it is given. */
 const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined; role?: string | undefined }>();
+/** Whether each client's database runs Citus (see `tenantSettingStatements`), learned on first use. */
+const citusDetections = new WeakMap<Db, Promise<boolean>>();
 /** The same pool as a drizzle handle whose statements are prepared, keyed by the plain handle. */
 const preparedHandles = new WeakMap<Db, Db>();
 /** Each client's count of tenant transactions in flight, for the pool metrics (src/metrics.ts). */
@@ -160,6 +162,7 @@ export async function withTenant<T>(
     throw new TypeError(`withTenant needs a tenant id of 1 to ${TENANT_ID_MAX} characters`);
   }
   const { statementTimeoutMs, role } = tenantSettings.get(db) ?? {};
+  const citus = await runsCitus(db);
   const handle = (options.prepared && preparedHandles.get(db)) || db;
   const transaction = () => handle.transaction(async (tx) => {
     // JIT compilation costs 30-50 ms once a plan crosses jit_above_cost, more than our queries
@@ -167,11 +170,13 @@ export async function withTenant<T>(
     // timeout: a statement past it is cancelled by the server (57014, answered 503), so a slow
     // query or a lock wait cannot hold a connection and the database for long. Transaction-local,
     // like the tenant, so it works through PgBouncer in transaction mode.
-    const settings = tx.execute(
-      drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), set_config('jit', 'off', true)${
-        statementTimeoutMs ? drizzleSql`, set_config('statement_timeout', ${String(statementTimeoutMs)}, true)` : drizzleSql``
-      }${role ? drizzleSql`, set_config('role', ${role}, true)` : drizzleSql``}`,
-    );
+    const configs = drizzleSql`set_config('jit', 'off', true)${
+      statementTimeoutMs ? drizzleSql`, set_config('statement_timeout', ${String(statementTimeoutMs)}, true)` : drizzleSql``
+    }${role ? drizzleSql`, set_config('role', ${role}, true)` : drizzleSql``}`;
+    const statements = citus
+      ? [...citusTenantStatements(tenantId), drizzleSql`select ${configs}`]
+      : [drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), ${configs}`];
+    const settings = pipelined(statements.map((statement) => tx.execute(statement)));
     if (!options.prepared) {
       await settings;
       return fn(tx);
@@ -180,11 +185,58 @@ export async function withTenant<T>(
     // order they are started (each one microtask after it is made), and the settings are started
     // before `fn` runs, so they travel ahead of its first statement, in the same write to the
     // socket. When they fail, the transaction is aborted and their error is the one thrown.
-    const [, result] = await Promise.all([settings.then(() => undefined), fn(tx)]);
+    const [, result] = await pipelined([settings, fn(tx)] as const);
     return result;
   }, config);
   const tracker = poolTrackers.get(db);
   return tracker ? tracker.track(transaction) : transaction();
+}
+
+/**
+ * Waits for statements sent together in one transaction (pipelined: started in order, without
+ * awaiting each) and, when any failed, throws the error of the first one in order. The others
+ * then fail with "current transaction is aborted", which says nothing; and they may reject first,
+ * since an error reaches a caller after a different number of async hops.
+ */
+export async function pipelined<T extends readonly unknown[]>(statements: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const settled = await Promise.allSettled(statements);
+  const failed = settled.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((result) => (result as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+/**
+ * On Citus the tenant must reach the worker nodes too, where each shard's row-level-security policy
+ * reads it: a distributed statement runs there in the worker's own session, and `set_config()` is
+ * a function call Citus does not forward. `SET LOCAL` is forwarded, to every worker the transaction
+ * touches, once `citus.propagate_set_commands` is `local` (also transaction-local, so this still
+ * works through PgBouncer in transaction mode). SET takes no parameters: the id is a literal,
+ * quoted here (ids never hold a NUL; standard_conforming_strings is on, so only ' is special).
+ * The statements are started together: postgres.js sends them in order, in one write.
+ */
+function citusTenantStatements(tenantId: string) {
+  if (tenantId.includes('\0')) throw new TypeError('withTenant needs a tenant id without NUL characters');
+  return [
+    drizzleSql.raw(`set local citus.propagate_set_commands to 'local'`),
+    drizzleSql.raw(`set local app.tenant_id to '${tenantId.replaceAll("'", "''")}'`),
+  ];
+}
+
+/**
+ * Whether the client's database has the Citus extension, asked once per client (the first tenant
+ * transaction waits for the answer); a failed question is asked again next time. Nothing to
+ * configure: the same processes run on one PostgreSQL and on a Citus coordinator.
+ */
+function runsCitus(db: Db): Promise<boolean> {
+  let detection = citusDetections.get(db);
+  if (!detection) {
+    detection = db
+      .execute(drizzleSql`select exists (select from pg_extension where extname = 'citus') as citus`)
+      .then((rows) => Boolean((rows as unknown as { citus: boolean }[])[0]?.citus));
+    citusDetections.set(db, detection);
+    detection.catch(() => citusDetections.delete(db));
+  }
+  return detection;
 }
 
 /** The role DATABASE_URL connects as must not run the app: one line saying why and what to do. */

@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { migrate as applyMigrations } from 'drizzle-orm/postgres-js/migrator';
 import postgres, { type Sql } from 'postgres';
+import { type DistributionResult, type DistributionSetting, distributeTables } from './distribute.ts';
 
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url));
 
@@ -16,6 +17,8 @@ export interface MigrateOptions {
   /** A Unix socket file to connect through instead of adminUrl's host and port (the embedded database). */
   socketPath?: string | undefined;
   log?: (message: string) => void;
+  /** What to do on a Citus coordinator (MNEMO_DISTRIBUTED; src/db/distribute.ts): `auto` by default. */
+  distribution?: DistributionSetting | undefined;
 }
 
 export interface MigrateResult {
@@ -25,6 +28,8 @@ export interface MigrateResult {
   appRole: string | undefined;
   /** This database's app group (mnemo_app_<database>), which holds the app's privileges. */
   appGroup: string;
+  /** The tables' distribution on a Citus coordinator; undefined on a single PostgreSQL. */
+  distribution: DistributionResult | undefined;
 }
 
 /**
@@ -33,7 +38,7 @@ export interface MigrateResult {
  * the database's own message (drizzle-kit's CLI would swallow it). Then makes this database's
  * app group its own (drizzle/0007) and grants it to the login role of appUrl.
  */
-export async function migrate({ adminUrl, appUrl, socketPath, log = () => {} }: MigrateOptions): Promise<MigrateResult> {
+export async function migrate({ adminUrl, appUrl, socketPath, log = () => {}, distribution = 'auto' }: MigrateOptions): Promise<MigrateResult> {
   // One connection: the advisory lock is held by a session, and the migrations run on it.
   const sql = postgres(adminUrl, { max: 1, onnotice: () => {}, ...(socketPath ? { path: socketPath } : {}) });
   try {
@@ -44,6 +49,8 @@ export async function migrate({ adminUrl, appUrl, socketPath, log = () => {} }: 
       // transaction that takes the privileges from mnemo_app: the running app never lacks them.
       await sql`select set_config('mnemo.app_login_role', ${login?.role ?? ''}, false)`;
       const before = await countApplied(sql);
+      // On Citus, a migration that adds a trigger to a distributed table needs this (see distribute.ts).
+      await sql`select set_config('citus.enable_unsafe_triggers', 'on', false) from pg_extension where extname = 'citus'`;
       await applyMigrations(drizzle(sql), { migrationsFolder });
       const total = await countApplied(sql);
       log(
@@ -52,6 +59,9 @@ export async function migrate({ adminUrl, appUrl, socketPath, log = () => {} }: 
           : `migrations: applied ${total - before}, ${total} in all`,
       );
       // Again on every run: a database copied or renamed since takes a group named after itself.
+      // On Citus its grants on distributed tables go to the shards over one connection per worker:
+      // after a parallel one, Citus refuses the function the adoption creates in the same statement.
+      await sql`select set_config('citus.multi_shard_modify_mode', 'sequential', false) from pg_extension where extname = 'citus'`;
       const [adopted] = await sql<{ group: string }[]>`select mnemo_adopt_app_group(${login?.role ?? null}) as group`;
       const appGroup = adopted!.group;
       if (login) {
@@ -61,7 +71,16 @@ export async function migrate({ adminUrl, appUrl, socketPath, log = () => {} }: 
         log(`migrations: the app's login role needs GRANT "${appGroup}" (set DATABASE_ADMIN_URL to have migrate do it)`);
       }
       await noteUnusedLegacyGroup(sql, log);
-      return { applied: total - before, total, appRole: login?.role, appGroup };
+      const distributed = await distributeTables(sql, distribution, log);
+      if (distributed && login) await grantGroupOnWorkers(sql, appGroup, login.role);
+      if (distributed) {
+        log(
+          distributed.changed.length === 0
+            ? `citus: up to date (${distributed.distributed.length} tables distributed by tenant_id, ${distributed.reference.length} reference tables)`
+            : `citus: distributed ${distributed.changed.length} tables (${distributed.distributed.length} by tenant_id, ${distributed.reference.length} reference tables in all)`,
+        );
+      }
+      return { applied: total - before, total, appRole: login?.role, appGroup, distribution: distributed };
     } finally {
       await sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
     }
@@ -122,6 +141,20 @@ async function provisionLoginRole(sql: Sql, appUrl: string): Promise<{ role: str
   const [{ ddl }] = (await statement) as unknown as [{ ddl: string }];
   await sql.unsafe(ddl);
   return { role, existed: Boolean(existing) };
+}
+
+/**
+ * Citus propagates `GRANT group TO login` only when it created both roles from this database;
+ * a login role made from another database of the cluster (or before Citus) stays out of the
+ * group on the workers, and the coordinator's connections to them are refused (no CONNECT).
+ * So the membership is granted on every worker explicitly; a grant already there is a no-op.
+ */
+async function grantGroupOnWorkers(sql: Sql, appGroup: string, login: string): Promise<void> {
+  const [statement] = await sql<{ grant: string }[]>`select format('GRANT %I TO %I', ${appGroup}::text, ${login}::text) as grant`;
+  const results = await sql<{ node: string; success: boolean; result: string }[]>`
+    select nodename || ':' || nodeport as node, success, result from run_command_on_workers(${statement!.grant})`;
+  const failed = results.find((row) => !row.success);
+  if (failed) throw new Error(`citus: could not grant "${appGroup}" to "${login}" on worker ${failed.node}: ${failed.result}`);
 }
 
 /** A login role shared by two deployments reads both: say so, since migrate cannot tell whose it is. */

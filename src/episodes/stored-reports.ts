@@ -225,7 +225,16 @@ export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<S
     const [row] = await tx
       .insert(coverageReportSchedules)
       .values({ tenantId: caller.principal.tenantId, ...values })
-      .onConflictDoUpdate({ target: coverageReportSchedules.tenantId, set: values })
+      .onConflictDoUpdate({
+        target: coverageReportSchedules.tenantId,
+        // excluded.*: Citus accepts no volatile function (clock_timestamp()) in DO UPDATE SET.
+        set: {
+          cron: sql`excluded.cron`,
+          params: sql`excluded.params`,
+          principal: sql`excluded.principal`,
+          updatedAt: sql`excluded.updated_at`,
+        },
+      })
       .returning();
     return toSchedule(row!);
   });

@@ -63,7 +63,11 @@ export async function registerModel(db: Db, model: string, dims: number): Promis
     await tx
       .insert(embeddingModels)
       .values({ model, dims, state, activatedAt })
-      .onConflictDoUpdate({ target: embeddingModels.model, set: { dims, state, activatedAt, retiredAt: null } });
+      .onConflictDoUpdate({
+        target: embeddingModels.model,
+        // excluded.*, not now() again: Citus accepts no volatile function in DO UPDATE SET.
+        set: { dims, state, activatedAt: sql`excluded.activated_at`, retiredAt: null },
+      });
     return { model, dims, state } as ModelInfo;
   });
   await db.execute(sql`select ensure_embedding_index(${model}, ${dims})`);
@@ -176,7 +180,7 @@ export async function storeEmbeddings(
     .values(storable.map((v) => ({ tenantId, factId: v.id, model, version: v.version, dims, embedding: v.embedding })))
     .onConflictDoUpdate({
       target: [factEmbeddings.tenantId, factEmbeddings.factId, factEmbeddings.model],
-      set: { version: sql`excluded.version`, dims: sql`excluded.dims`, embedding: sql`excluded.embedding`, createdAt: sql`now()` },
+      set: { version: sql`excluded.version`, dims: sql`excluded.dims`, embedding: sql`excluded.embedding`, createdAt: sql`excluded.created_at` },
       setWhere: sql`${factEmbeddings.version} < excluded.version`,
     })
     .returning({ id: factEmbeddings.factId });
@@ -206,8 +210,8 @@ export interface Coverage {
  * How many live facts of the tenant have a current vector of `model`. Without `tenantId`, the
  * tenant the transaction acts for is read first, one more round trip: callers should pass it.
  */
-export async function coverage(tx: Tx, model: string, tenantId?: string): Promise<Coverage> {
-  const tenant = tenantId ?? (await transactionTenant(tx));
+export async function coverage(tx: Tx, model: string, tenantId: string): Promise<Coverage> {
+  const tenant = tenantId;
   const [row] = (await tx.execute(sql`
     select count(*)::int as live,
            count(e.fact_id)::int as embedded
@@ -219,11 +223,6 @@ export async function coverage(tx: Tx, model: string, tenantId?: string): Promis
 }
 
 /** The tenant `withTenant` set for this transaction (null when none is). */
-async function transactionTenant(tx: Tx): Promise<string | null> {
-  const [row] = (await tx.execute(sql`select mnemo_current_tenant() as id`)) as unknown as [{ id: string | null }];
-  return row.id;
-}
-
 /** A model in use, and how much of the tenant's memory it covers. */
 export interface ModelStatus extends Coverage {
   model: string;

@@ -92,9 +92,16 @@ export interface TestApi {
  * real Redis: requests go over HTTP exactly as a client's do.
  */
 export async function startTestApi(
-  options: { embeddings?: boolean; worker?: boolean; embedBatch?: number; embeddingAliases?: readonly string[] } = {},
+  options: {
+    embeddings?: boolean;
+    worker?: boolean;
+    embedBatch?: number;
+    embeddingAliases?: readonly string[];
+    /** A database made elsewhere (dropped on close), instead of a fresh one of this file's. */
+    database?: TestDatabase;
+  } = {},
 ): Promise<TestApi> {
-  const db = await createTestDatabase();
+  const db = options.database ?? (await createTestDatabase());
   const redis = createRedis(inject('redisUrl'), 'producer');
   const logs: string[] = [];
   const logger = createLogger('info', {}, (line) => logs.push(line));
@@ -193,7 +200,7 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
               const started = Date.now();
               for (;;) {
                 const model = await servingModel(db.app.db);
-                const c = model ? await withTenant(db.app.db, tenantId, (tx) => coverage(tx, model.model)) : { live: 1, embedded: 0 };
+                const c = model ? await withTenant(db.app.db, tenantId, (tx) => coverage(tx, model.model, tenantId)) : { live: 1, embedded: 0 };
                 if (c.embedded >= c.live) return;
                 if (Date.now() - started > timeoutMs) throw new Error(`embeddings not settled: ${c.embedded}/${c.live}`);
                 await sleep(50);

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import { inject } from 'vitest';
 import { connect, type Database } from '../../src/db/client.ts';
+import { type CitusNodes, createCitusDatabase } from '../citus/helpers/cluster.ts';
 import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
 import { sleep } from './wait.ts';
 
@@ -43,6 +44,8 @@ export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: s
  */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
+  const citusNodes = inject('citusNodes');
+  if (citusNodes) return createDistributedTestDatabase(citusNodes, name);
   const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
   try {
     // Copying a template fails while another session is briefly connected to it; retry.
@@ -72,6 +75,33 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       await app.close();
       await admin.end();
       await dropDatabase(name);
+    },
+  };
+}
+
+/**
+ * Under `npm run test:citus` (test/setup/citus.ts): a database of its own on the private Citus
+ * cluster, distributed by `mnemo migrate` (a template copy would not copy the workers' shards).
+ */
+async function createDistributedTestDatabase(nodes: CitusNodes, name: string): Promise<TestDatabase> {
+  const database = await createCitusDatabase(nodes, name, appLogin());
+  return openTestDatabase(database);
+}
+
+/** Connections to a database made and migrated elsewhere, as createTestDatabase gives them. */
+export function openTestDatabase(database: { name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }, { max = 5 } = {}): TestDatabase {
+  const app = connect(database.appUrl, { max, applicationName: 'mnemo-test' });
+  const admin = postgres(database.adminUrl, { max: 2, onnotice: () => {} });
+  return {
+    name: database.name,
+    appUrl: database.appUrl,
+    adminUrl: database.adminUrl,
+    app,
+    admin,
+    drop: async () => {
+      await app.close();
+      await admin.end();
+      await database.drop();
     },
   };
 }

@@ -195,6 +195,7 @@ describe('loadMigrateConfig', () => {
     expect(loadMigrateConfig({ DATABASE_URL: 'postgres://app@h/db', DATABASE_ADMIN_URL: 'postgres://owner@h/db' })).toEqual({
       adminUrl: 'postgres://owner@h/db',
       appUrl: 'postgres://app@h/db',
+      distribution: 'auto',
     });
   });
 
@@ -202,7 +203,16 @@ describe('loadMigrateConfig', () => {
     expect(loadMigrateConfig({ DATABASE_URL: 'postgres://owner@h/db' })).toEqual({
       adminUrl: 'postgres://owner@h/db',
       appUrl: undefined,
+      distribution: 'auto',
     });
+  });
+
+  it('reads MNEMO_DISTRIBUTED (auto by default) and refuses anything but auto, citus or off', () => {
+    expect(loadMigrateConfig({ DATABASE_URL: 'postgres://owner@h/db', MNEMO_DISTRIBUTED: 'citus' }).distribution).toBe('citus');
+    expect(loadMigrateConfig({ DATABASE_URL: 'postgres://owner@h/db', MNEMO_DISTRIBUTED: 'off' }).distribution).toBe('off');
+    expect(failure(() => loadMigrateConfig({ DATABASE_URL: 'postgres://owner@h/db', MNEMO_DISTRIBUTED: 'yes' }))).toBe(
+      'Invalid configuration: MNEMO_DISTRIBUTED must be auto, citus or off',
+    );
   });
 
   it('needs one of them, and neither Redis nor a secret', () => {

@@ -104,9 +104,17 @@ function stillRunning(known: readonly number[]): number[] {
   });
 }
 
-export async function startPostgresCluster(options: { port?: number } = {}): Promise<PostgresCluster> {
+export interface ClusterOptions {
+  port?: number;
+  /** More postgresql.conf lines (e.g. `shared_preload_libraries = 'citus'`); later lines win. */
+  settings?: string[];
+  /** The temporary directory's prefix, so a leftover says which suite made it. */
+  label?: string;
+}
+
+export async function startPostgresCluster(options: ClusterOptions = {}): Promise<PostgresCluster> {
   const port = options.port ?? (await freePort());
-  const root = mkdtempSync(join(tmpdir(), 'mnemo-faults-pg-'));
+  const root = mkdtempSync(join(tmpdir(), `mnemo-${options.label ?? 'faults'}-pg-`));
   const dataDir = join(root, 'data');
   const socketDir = join(root, 'socket');
   const logFile = join(root, 'server.log');
@@ -148,6 +156,7 @@ export async function startPostgresCluster(options: { port?: number } = {}): Pro
     'shared_buffers = 32MB',
     // Not needed here and noisy in the log.
     'log_min_messages = warning',
+    ...(options.settings ?? []),
   ];
   writeFileSync(join(dataDir, 'postgresql.auto.conf'), `${settings.join('\n')}\n`);
   mkdirSync(socketDir, { mode: 0o700 });
