@@ -170,13 +170,12 @@ export async function withTenant<T>(
     // timeout: a statement past it is cancelled by the server (57014, answered 503), so a slow
     // query or a lock wait cannot hold a connection and the database for long. Transaction-local,
     // like the tenant, so it works through PgBouncer in transaction mode.
-    const configs = drizzleSql`set_config('jit', 'off', true)${
-      statementTimeoutMs ? drizzleSql`, set_config('statement_timeout', ${String(statementTimeoutMs)}, true)` : drizzleSql``
-    }${role ? drizzleSql`, set_config('role', ${role}, true)` : drizzleSql``}`;
-    const statements = citus
-      ? [...citusTenantStatements(tenantId), drizzleSql`select ${configs}`]
-      : [drizzleSql`select set_config('app.tenant_id', ${tenantId}, true), ${configs}`];
-    const settings = pipelined(statements.map((statement) => tx.execute(statement)));
+    const settings = setLocal(tx, [
+      ['app.tenant_id', tenantId],
+      ['jit', 'off'],
+      ...(statementTimeoutMs ? ([['statement_timeout', String(statementTimeoutMs)]] as const) : []),
+      ...(role ? ([['role', role]] as const) : []),
+    ], citus);
     if (!options.prepared) {
       await settings;
       return fn(tx);
@@ -205,21 +204,38 @@ export async function pipelined<T extends readonly unknown[]>(statements: { [K i
   return settled.map((result) => (result as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
+/** Transactions of clients whose database runs Citus (see `setLocal`). */
+const citusTransactions = new WeakSet<object>();
+
+/** Whether `tx` (a `withTenant` transaction) runs on a Citus coordinator. */
+export const onCitus = (tx: Tx): boolean => citusTransactions.has(tx);
+
 /**
- * On Citus the tenant must reach the worker nodes too, where each shard's row-level-security policy
- * reads it: a distributed statement runs there in the worker's own session, and `set_config()` is
- * a function call Citus does not forward. `SET LOCAL` is forwarded, to every worker the transaction
- * touches, once `citus.propagate_set_commands` is `local` (also transaction-local, so this still
- * works through PgBouncer in transaction mode). SET takes no parameters: the id is a literal,
- * quoted here (ids never hold a NUL; standard_conforming_strings is on, so only ' is special).
- * The statements are started together: postgres.js sends them in order, in one write.
+ * Sets configuration parameters for the rest of the transaction, wherever its statements run, and
+ * returns at once with the statements started (await it, or let it travel pipelined ahead of the
+ * statements that follow it, as `withTenant` does).
+ *
+ * On one PostgreSQL that is one `select set_config(…, true), …`. On Citus the settings must reach
+ * the worker nodes too, where a distributed statement runs in the worker's own session: the
+ * tenant that each shard's row-level-security policy reads, a search's HNSW settings, a report's
+ * work_mem. `set_config()` is a function call Citus does not forward; `SET LOCAL` is forwarded to
+ * every worker the transaction touches once `citus.propagate_set_commands` is `local` (and stays
+ * transaction-local, so PgBouncer in transaction mode still works). SET takes no parameters, so
+ * the values are literals here: quoted (standard_conforming_strings is on, so only ' is special;
+ * a NUL is refused), and the names are this code's own.
  */
-function citusTenantStatements(tenantId: string) {
-  if (tenantId.includes('\0')) throw new TypeError('withTenant needs a tenant id without NUL characters');
-  return [
-    drizzleSql.raw(`set local citus.propagate_set_commands to 'local'`),
-    drizzleSql.raw(`set local app.tenant_id to '${tenantId.replaceAll("'", "''")}'`),
-  ];
+export function setLocal(tx: Tx, settings: readonly (readonly [name: string, value: string])[], citus = citusTransactions.has(tx)): Promise<unknown> {
+  if (!citus) {
+    return tx.execute(drizzleSql`select ${drizzleSql.join(settings.map(([name, value]) => drizzleSql`set_config(${name}, ${value}, true)`), drizzleSql`, `)}`);
+  }
+  citusTransactions.add(tx);
+  const statements = [`set local citus.propagate_set_commands to 'local'`];
+  for (const [name, value] of settings) {
+    if (!/^[a-z_]+(\.[a-z_]+)?$/.test(name)) throw new TypeError(`setLocal: not a parameter name: ${name}`);
+    if (value.includes('\0')) throw new TypeError(`setLocal: ${name} must not contain NUL characters`);
+    statements.push(`set local ${name} to '${value.replaceAll("'", "''")}'`);
+  }
+  return pipelined(statements.map((statement) => tx.execute(drizzleSql.raw(statement))));
 }
 
 /**

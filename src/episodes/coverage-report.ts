@@ -8,6 +8,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { facts } from '../db/schema.ts';
+import { setLocal } from '../db/client.ts';
 import { appliesIn, live, type ScopeFilter } from '../memory/conditions.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { type CoverageReport, type EpisodicFile, normalizeEpisodesPrefix, type Page } from '../kiwifs/coverage.ts';
@@ -44,7 +45,11 @@ export async function coverageReport(
   return inTenantTransaction(
     caller,
     async (tx) => {
-      await tx.execute(sql`select set_config('work_mem', ${REPORT_WORK_MEM}, true), set_config('enable_sort', 'off', true)`);
+      // Where the report's statements run: on Citus, the tenant's worker (setLocal forwards them).
+      await setLocal(tx, [
+        ['work_mem', REPORT_WORK_MEM],
+        ['enable_sort', 'off'],
+      ]);
       const order = sql`coalesce(${facts.path}, '') collate "C", ${facts.id}`;
       const page = sql`offset ${params.offset ?? 0} limit ${params.limit ?? null}::bigint`;
       const file = sql`${facts.id} as fact_id, coalesce(${facts.path}, '') as path, coalesce(${facts.episodeId}, ${facts.id}::text) as episode_id, ${facts.memoryKind} as memory_kind`;

@@ -17,7 +17,7 @@
 import { and, type SQL, sql } from 'drizzle-orm';
 import pgvector from 'pgvector';
 import { type Principal, visibleTo } from '../auth/permissions.ts';
-import type { Tx } from '../db/client.ts';
+import { onCitus, setLocal, type Tx } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
 import type { RankedId } from './keyword.ts';
 import type { ModelInfo } from './fact-vectors.ts';
@@ -86,10 +86,20 @@ export async function semanticSearch(
     force === undefined
       ? sql`, set_config('hnsw.max_scan_tuples', least(coalesce(current_setting('hnsw.max_scan_tuples', true)::int, 20000), ${scanBudget(depth)}::int)::text, true)`
       : sql``;
-  const settings = tx.execute(
-    sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true)${budget},
-      set_config('plan_cache_mode', 'force_custom_plan', true)`,
-  );
+  // On Citus the search runs on the tenant's worker, which must get the settings too (setLocal
+  // sends them as SET LOCAL, forwarded there). SET takes a literal, so there the budget cannot
+  // defer to a lower server setting of hnsw.max_scan_tuples: 20,000 is its ceiling.
+  const settings = onCitus(tx)
+    ? setLocal(tx, [
+        ['hnsw.iterative_scan', 'relaxed_order'],
+        ['hnsw.ef_search', String(ef)],
+        ...(force === undefined ? ([['hnsw.max_scan_tuples', String(scanBudget(depth))]] as const) : []),
+        ['plan_cache_mode', 'force_custom_plan'],
+      ])
+    : tx.execute(
+        sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ${String(ef)}, true)${budget},
+          set_config('plan_cache_mode', 'force_custom_plan', true)`,
+      );
   const counted = narrowed
     ? sql`select 1 from ${joined} where ${inTenant} and ${modelIs} and ${candidates}`
     : sql`select 1 from fact_embeddings e where e.tenant_id = ${principal.tenantId} and ${modelIs}`;

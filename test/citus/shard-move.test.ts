@@ -1,7 +1,7 @@
 /**
  * Rebalancing a live cluster: a tenant's shard group (its facts, revisions, vectors, statistics…,
  * all colocated) moves to the other worker with `citus_move_shard_placement` while the API keeps
- * writing and superseding that tenant's facts. Afterwards every acknowledged write is there once,
+ * writing and superseding that tenant's facts (they wait while the group is copied). Afterwards every acknowledged write is there once,
  * every fact's versions are contiguous, and the tenant is served from its new worker.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -59,21 +59,29 @@ it('moves a tenant to the other worker while it writes: nothing lost, nothing do
       }
     }
   };
-  const writers = Array.from({ length: 4 }, (_, w) => writer(w));
-  while (acknowledged.size < 20) await sleep(20);
-
-  const moving = performance.now();
-  const writesBefore = acknowledged.size;
-  // force_logical: the shards are copied and then kept in step by logical replication, so writes
-  // go on during the copy and wait only for the final switch.
-  await api.db.admin`
-    select citus_move_shard_placement(${before.shard}::bigint, '127.0.0.1', ${before.port}, '127.0.0.1', ${target!.port},
-                                      shard_transfer_mode => 'force_logical')`;
-  const movedInMs = performance.now() - moving;
-  const writesDuring = acknowledged.size - writesBefore;
-  await sleep(500);
-  stop = true;
-  await Promise.all(writers);
+  // A writer never throws: what goes wrong is a failure the test reports, and the writers are
+  // always stopped before the API closes.
+  const writers = Array.from({ length: 4 }, (_, w) => writer(w).catch((error: unknown) => void failures.push(`writer ${w}: ${String(error)}`)));
+  let movedInMs = 0;
+  let writesDuring = 0;
+  try {
+    while (acknowledged.size < 20 && failures.length === 0) await sleep(20);
+    const moving = performance.now();
+    const writesBefore = acknowledged.size;
+    // block_writes: the tenant's writes wait while its shard group is copied, then go on against
+    // the new placement. The online mode (logical replication) cannot move these tables: its
+    // subscription runs as a role Citus makes without superuser, and PostgreSQL 15 refuses such a
+    // role to replicate into a table under row-level security (docs/operations.md, "Citus").
+    await api.db.admin`
+      select citus_move_shard_placement(${before.shard}::bigint, '127.0.0.1', ${before.port}, '127.0.0.1', ${target!.port},
+                                        shard_transfer_mode => 'block_writes')`;
+    movedInMs = performance.now() - moving;
+    writesDuring = acknowledged.size - writesBefore;
+    await sleep(500);
+  } finally {
+    stop = true;
+    await Promise.all(writers);
+  }
   console.log(
     `[citus] shard group moved :${before.port} → :${target!.port} in ${movedInMs.toFixed(0)} ms; ${writesDuring} facts written during the move, ${acknowledged.size} in all`,
   );
@@ -96,9 +104,9 @@ it('moves a tenant to the other worker while it writes: nothing lost, nothing do
     expect(versionsOf.get(id), id).toEqual(Array.from({ length: version }, (_, i) => i + 1));
   }
   // Served from the new worker, through the API as before.
-  const list = await api.request('GET', '/v1/memory/facts?limit=200', { token: admin });
+  const list = await api.request('GET', '/v1/memory/facts?limit=100', { token: admin });
   expect(list.status).toBe(200);
-  expect(list.body.data.length).toBe(Math.min(acknowledged.size, 200));
+  expect(list.body.data.length).toBe(Math.min(acknowledged.size, 100));
   const search = await api.request('POST', '/v1/memory/retrieve', { token: admin, body: { query: 'writer fact', mode: 'keyword' } });
   expect(search.status).toBe(200);
   expect(search.body.results.length).toBeGreaterThan(0);

