@@ -18,7 +18,7 @@
  * are dropped at the end. Standalone: `node --import tsx bench/keyword-scale.ts [size…]`.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { and, type SQL, sql } from 'drizzle-orm';
+import { and, eq, type SQL, sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { type Principal, visibleTo } from '../src/auth/permissions.ts';
 import { connect, type Db, type Tx, withTenant } from '../src/db/client.ts';
@@ -186,7 +186,8 @@ export async function previousKeywordSearch(tx: Tx, principal: Principal, query:
   const phraseText = phrases.map((t) => t.text).join(' ');
   const anyPhrase = phrases.map((t) => sql` || ${termQuery(t)}`);
   const excluded = exclude.map((t) => sql` && !! ${termQuery(t)}`);
-  const searchable = and(visibleTo(principal, facts), ...corpus)!;
+  // The tenant named besides row-level security, as the app's statements do (a router query on Citus).
+  const searchable = and(eq(facts.tenantId, principal.tenantId), visibleTo(principal, facts), ...corpus)!;
   const k1 = sql.raw(String(BM25.k1));
   const b = sql.raw(String(BM25.b));
   const rows = (await tx.execute(sql`

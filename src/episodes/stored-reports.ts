@@ -139,7 +139,8 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
   const claimed = await withTenant(db, tenantId, async (tx) => {
     const [row] = await tx
       .update(coverageReports)
-      .set({ status: 'running', startedAt: sql`clock_timestamp()`, progressDone: 0 })
+      // statement_timestamp() in these updates, not clock_timestamp(): Citus refuses a volatile function in an UPDATE.
+      .set({ status: 'running', startedAt: sql`statement_timestamp()`, progressDone: 0 })
       .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running'])))
       .returning();
     return row;
@@ -182,7 +183,7 @@ export async function runReport(db: Db, tenantId: string, reportId: string): Pro
         unmergedCount: result.unmerged_count,
         progressDone: result.episodic_count,
         progressTotal: result.episodic_count,
-        finishedAt: sql`clock_timestamp()`,
+        finishedAt: sql`statement_timestamp()`,
       })
       .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId))),
   );
@@ -194,7 +195,7 @@ export async function failReport(db: Db, tenantId: string, reportId: string): Pr
   await withTenant(db, tenantId, (tx) =>
     tx
       .update(coverageReports)
-      .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
+      .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`statement_timestamp()` })
       .where(and(eq(coverageReports.tenantId, tenantId), eq(coverageReports.id, reportId), inArray(coverageReports.status, ['pending', 'running']))),
   );
 }
@@ -219,7 +220,7 @@ const ADMINS_ONLY = 'Nightly reports are scheduled by tenant admins';
 export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<Schedule> {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
   const { hourUtc = DEFAULT_HOUR_UTC, ...params } = body;
-  const values = { cron: cronAt(hourUtc), params: withDefaults(params), principal: caller.principal, updatedAt: sql`clock_timestamp()` };
+  const values = { cron: cronAt(hourUtc), params: withDefaults(params), principal: caller.principal, updatedAt: sql`statement_timestamp()` };
   return inTenantTransaction(caller, async (tx) => {
     await registerTenant(tx, caller.principal.tenantId);
     const [row] = await tx
@@ -227,7 +228,7 @@ export async function putSchedule(caller: Caller, body: ScheduleBody): Promise<S
       .values({ tenantId: caller.principal.tenantId, ...values })
       .onConflictDoUpdate({
         target: coverageReportSchedules.tenantId,
-        // excluded.*: Citus accepts no volatile function (clock_timestamp()) in DO UPDATE SET.
+        // excluded.*: Citus accepts no function but immutable ones in DO UPDATE SET.
         set: {
           cron: sql`excluded.cron`,
           params: sql`excluded.params`,

@@ -167,9 +167,10 @@ export async function resumeErasure(caller: Caller, id: string): Promise<{ erasu
       .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, id)))
       .returning();
     // A new outbox row (so a new job: the last one ended), with the target the old one still holds.
+    const now = await databaseTime(tx);
     const [previous] = await tx
       .update(outbox)
-      .set({ doneAt: sql`coalesce(${outbox.doneAt}, now())` })
+      .set({ doneAt: sql`coalesce(${outbox.doneAt}, ${now}::timestamptz)` })
       .where(
         and(
           eq(outbox.tenantId, tenantId),
@@ -223,9 +224,12 @@ export type ErasureOutcome = 'completed' | 'legal-hold' | 'skipped';
  */
 export async function runErasure(db: Db, tenantId: string, erasureId: string, target: ErasureTarget): Promise<ErasureOutcome> {
   const claimed = await withTenant(db, tenantId, async (tx) => {
+    const now = await databaseTime(tx);
     const [row] = await tx
       .update(erasures)
-      .set({ status: 'running', startedAt: sql`coalesce(${erasures.startedAt}, clock_timestamp())` })
+      // Here and below, the database's time as a value or statement_timestamp(), never clock_timestamp():
+      // Citus refuses a volatile function in an UPDATE, and any function but immutable ones in its COALESCE.
+      .set({ status: 'running', startedAt: sql`coalesce(${erasures.startedAt}, ${now}::timestamptz)` })
       .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running'])))
       .returning();
     if (!row) return undefined;
@@ -241,7 +245,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
     if (held.length > 0) {
       await tx
         .update(erasures)
-        .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: held.map((f) => f.id), finishedAt: sql`clock_timestamp()` })
+        .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: held.map((f) => f.id), finishedAt: sql`statement_timestamp()` })
         .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
       return 'legal-hold' as const;
     }
@@ -265,7 +269,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
         // A hold placed while the erasure ran: it stops here, what is erased stays erased.
         await tx
           .update(erasures)
-          .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: blocked, finishedAt: sql`clock_timestamp()` })
+          .set({ status: 'failed', errorCode: 'legal-hold', blockingFactIds: blocked, finishedAt: sql`statement_timestamp()` })
           .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
         return 'legal-hold' as const;
       }
@@ -279,7 +283,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
   await withTenant(db, tenantId, async (tx) => {
     await tx
       .update(erasures)
-      .set({ status: 'completed', finishedAt: sql`clock_timestamp()` })
+      .set({ status: 'completed', finishedAt: sql`statement_timestamp()` })
       .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId)));
     // The target's id was only ever in the outbox payload (and perhaps quoted in an earlier
     // attempt's error): both go now.
@@ -302,14 +306,24 @@ function scrubbedScope(target: ErasureTarget, columns: { participantId: AnyPgCol
   return {};
 }
 
+/**
+ * The database's clock, as a value for an UPDATE to keep with coalesce(): Citus refuses any
+ * function but immutable ones inside COALESCE or CASE in an UPDATE of a distributed table.
+ */
+async function databaseTime(tx: Tx): Promise<string> {
+  const [row] = (await tx.execute(sql`select statement_timestamp()::text as now`)) as unknown as [{ now: string }];
+  return row.now;
+}
+
 async function eraseBatch(tx: Tx, tenantId: string, erasureId: string, target: ErasureTarget, ids: string[]): Promise<void> {
+  const now = await databaseTime(tx);
   const erased = await tx
     .update(facts)
     .set({
       content: null,
       subjects: [],
       ...scrubbedScope(target, facts),
-      invalidatedAt: sql`coalesce(${facts.invalidatedAt}, clock_timestamp())`,
+      invalidatedAt: sql`coalesce(${facts.invalidatedAt}, ${now}::timestamptz)`,
       invalidationReason: 'erased',
     })
     .where(and(eq(facts.tenantId, tenantId), inArray(facts.id, ids)))
@@ -338,7 +352,7 @@ export async function failErasure(db: Db, tenantId: string, erasureId: string): 
   await withTenant(db, tenantId, (tx) =>
     tx
       .update(erasures)
-      .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`clock_timestamp()` })
+      .set({ status: 'failed', errorCode: 'internal', finishedAt: sql`statement_timestamp()` })
       .where(and(eq(erasures.tenantId, tenantId), eq(erasures.id, erasureId), inArray(erasures.status, ['pending', 'running']))),
   );
 }
