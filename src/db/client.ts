@@ -191,16 +191,28 @@ export async function withTenant<T>(
   return tracker ? tracker.track(transaction) : transaction();
 }
 
+/** SQLSTATE 25P02: the statement ran in a transaction an earlier statement had already aborted. */
+const IN_FAILED_TRANSACTION = '25P02';
+
+/** The SQLSTATE of a query's error, drizzle's wrapper or postgres.js's own. */
+const sqlState = (error: unknown): string | undefined => {
+  const e = error as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  const code = typeof e?.code === 'string' ? e.code : e?.cause?.code;
+  return typeof code === 'string' ? code : undefined;
+};
+
 /**
  * Waits for statements sent together in one transaction (pipelined: started in order, without
- * awaiting each) and, when any failed, throws the error of the first one in order. The others
- * then fail with "current transaction is aborted", which says nothing; and they may reject first,
- * since an error reaches a caller after a different number of async hops.
+ * awaiting each) and, when any failed, throws the error that aborted the transaction. The others
+ * then fail with "current transaction is aborted" (25P02), which says nothing, and may reject
+ * first, since an error reaches a caller after a different number of async hops.
  */
 export async function pipelined<T extends readonly unknown[]>(statements: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
   const settled = await Promise.allSettled(statements);
-  const failed = settled.find((result) => result.status === 'rejected');
-  if (failed) throw failed.reason;
+  const failures = settled.filter((result): result is PromiseRejectedResult => result.status === 'rejected').map((result) => result.reason);
+  // The cause, not its echo: a statement sent after it (as a conditional one is) fails with 25P02.
+  const cause = failures.find((error) => sqlState(error) !== IN_FAILED_TRANSACTION) ?? failures[0];
+  if (cause !== undefined) throw cause;
   return settled.map((result) => (result as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
@@ -212,8 +224,8 @@ export const onCitus = (tx: Tx): boolean => citusTransactions.has(tx);
 
 /**
  * Sets configuration parameters for the rest of the transaction, wherever its statements run, and
- * returns at once with the statements started (await it, or let it travel pipelined ahead of the
- * statements that follow it, as `withTenant` does).
+ * returns at once with the statements started, so that any statement started after the call
+ * follows them (await it, or let it travel pipelined ahead of those, as `withTenant` does).
  *
  * On one PostgreSQL that is one `select set_config(…, true), …`. On Citus the settings must reach
  * the worker nodes too, where a distributed statement runs in the worker's own session: the
@@ -226,7 +238,10 @@ export const onCitus = (tx: Tx): boolean => citusTransactions.has(tx);
  */
 export function setLocal(tx: Tx, settings: readonly (readonly [name: string, value: string])[], citus = citusTransactions.has(tx)): Promise<unknown> {
   if (!citus) {
-    return tx.execute(drizzleSql`select ${drizzleSql.join(settings.map(([name, value]) => drizzleSql`set_config(${name}, ${value}, true)`), drizzleSql`, `)}`);
+    // then() starts it now: drizzle's query is lazy, and a caller's next statement must follow it.
+    return tx
+      .execute(drizzleSql`select ${drizzleSql.join(settings.map(([name, value]) => drizzleSql`set_config(${name}, ${value}, true)`), drizzleSql`, `)}`)
+      .then((rows) => rows);
   }
   citusTransactions.add(tx);
   const statements = [`set local citus.propagate_set_commands to 'local'`];

@@ -1,7 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
+import { BUNDLED_ENTRIES } from '../setup/entry-bundles.ts';
 
 export const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -16,11 +19,20 @@ export interface RunningProcess {
 }
 
 /**
- * Starts a TypeScript entry (or the `mnemo` bin) as its own process, the way operators do:
- * `node --import tsx`, one process, so a signal reaches the program itself.
+ * The command line that runs `entry`: the run's bundle of it when the global setup built one
+ * (test/setup/entry-bundles.ts: the same code, started in half the time), else `node --import tsx`
+ * as operators run it (a `.js` entry such as the `mnemo` bin as it is).
  */
+function nodeArgsFor(entry: string, args: string[]): string[] {
+  const bundles = inject('entryBundles');
+  const bundled = BUNDLED_ENTRIES[entry];
+  if (bundles && bundled) return [join(bundles, bundled), ...args];
+  return entry.endsWith('.js') ? [entry, ...args] : ['--import', 'tsx', entry, ...args];
+}
+
+/** Starts an entry as its own process, one process, so a signal reaches the program itself. */
 export function startProcess(entry: string, args: string[], env: Record<string, string | undefined>): RunningProcess {
-  const nodeArgs = entry.endsWith('.js') ? [entry, ...args] : ['--import', 'tsx', entry, ...args];
+  const nodeArgs = nodeArgsFor(entry, args);
   const child = spawn(process.execPath, nodeArgs, {
     cwd: projectRoot,
     // Only the settings a test gives: never a developer's ./.env in the project (src/env-file.ts).

@@ -11,6 +11,8 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../src/db/migrate.ts';
+import { projectRoot } from '../helpers/process.ts';
+import { buildEntryBundles } from './entry-bundles.ts';
 import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../helpers/urls.ts';
 
 declare module 'vitest' {
@@ -19,6 +21,8 @@ declare module 'vitest' {
     redisUrl: string;
     templateDatabase: string;
     runId: string;
+    /** Where the run's bundled entries are (test/setup/entry-bundles.ts); unset: processes run through tsx. */
+    entryBundles: string | undefined;
   }
 }
 
@@ -112,8 +116,11 @@ export default async function setup(project: TestProject) {
   project.provide('redisUrl', services.redisUrl);
   project.provide('templateDatabase', templateDatabase);
   project.provide('runId', runId);
+  const bundles = await buildEntryBundles(projectRoot, runId);
+  project.provide('entryBundles', bundles.dir);
 
   return async () => {
+    bundles.remove();
     try {
       await cleanUp();
     } finally {
