@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../helpers/process.ts';
+import { freePort, nodeArgsFor } from '../helpers/process.ts';
 import { sleep } from '../helpers/wait.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -60,7 +60,7 @@ async function start(port: number): Promise<Started> {
 const apiPid = () => Number(readFileSync(join(dataDir, 'lock'), 'utf8').trim());
 
 const token = (tenant: string, role = 'admin') =>
-  execFileSync(process.execPath, ['bin/mnemo.js', 'token', '--tenant', tenant, '--sub', 'you', '--role', role], { cwd: root, env: userEnv(), encoding: 'utf8' }).trim();
+  execFileSync(process.execPath, nodeArgsFor('bin/mnemo.js', ['token', '--tenant', tenant, '--sub', 'you', '--role', role]), { cwd: root, env: userEnv(), encoding: 'utf8' }).trim();
 
 describe('npm start with nothing installed or set (embedded PostgreSQL, in-process jobs)', () => {
   let port: number;
@@ -161,7 +161,7 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
   it('refuses a second process on the same directory, with a clear message', async () => {
     let failure: { status: number | null; stderr: string } | undefined;
     try {
-      execFileSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: root, env: userEnv({ PORT: String(await freePort()) }), encoding: 'utf8', stdio: 'pipe', timeout: 30_000 });
+      execFileSync(process.execPath, nodeArgsFor('src/server.ts', []), { cwd: root, env: userEnv({ PORT: String(await freePort()) }), encoding: 'utf8', stdio: 'pipe', timeout: 30_000 });
     } catch (error) {
       failure = error as { status: number | null; stderr: string };
     }
@@ -205,7 +205,7 @@ describe('KINDGI_MEMORY_EMBEDDINGS=local: search by meaning with the built-in mo
   it('embeds what is written (in-process jobs) and finds it by meaning', async () => {
     const port = await freePort();
     const env = { ...userEnv({ PORT: String(port), KINDGI_MEMORY_EMBEDDINGS: 'local' }), MNEMO_DATA_DIR: dir };
-    child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child = spawn(process.execPath, nodeArgsFor('src/server.ts', []), { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -216,7 +216,7 @@ describe('KINDGI_MEMORY_EMBEDDINGS=local: search by meaning with the built-in mo
     }
     expect(out).toContain('Memory search: keyword and by meaning (built-in use-lite-512, in this process)');
     const auth = {
-      authorization: `Bearer ${execFileSync(process.execPath, ['bin/mnemo.js', 'token', '--tenant', 'demo', '--sub', 'you', '--role', 'admin'], { cwd: root, env, encoding: 'utf8' }).trim()}`,
+      authorization: `Bearer ${execFileSync(process.execPath, nodeArgsFor('bin/mnemo.js', ['token', '--tenant', 'demo', '--sub', 'you', '--role', 'admin']), { cwd: root, env, encoding: 'utf8' }).trim()}`,
       'content-type': 'application/json',
     };
     const texts = ['The cat sleeps on the warm windowsill', 'Quarterly revenue grew by twelve percent', 'The kitten naps in the sun'];

@@ -2,7 +2,7 @@
  * The blue-green switch of embedding model (DESIGN §9), end to end: the real local model, real
  * Postgres + pgvector, real Redis and BullMQ, the API over HTTP, the in-process worker running the
  * backfill, and the `mnemo reembed` / `mnemo embeddings-server` commands as operators run them.
- * `npm test` runs it over 100 facts in batches of 10 (test/e2e/model-switch.test.ts), so a
+ * `npm test` runs it over 40 facts in batches of 4 (test/e2e/model-switch.test.ts), so a
  * backfill still takes ten steps that searches and progress reports are seen between;
  * `npm run test:slow` over 1,000 facts in batches of 64, the size a deployment would see
  * (test/slow/model-switch.test.ts).

@@ -23,7 +23,7 @@ export interface RunningProcess {
  * (test/setup/entry-bundles.ts: the same code, started in half the time), else `node --import tsx`
  * as operators run it (a `.js` entry such as the `mnemo` bin as it is).
  */
-function nodeArgsFor(entry: string, args: string[]): string[] {
+export function nodeArgsFor(entry: string, args: string[]): string[] {
   const bundles = inject('entryBundles');
   const bundled = BUNDLED_ENTRIES[entry];
   if (bundles && bundled) return [join(bundles, bundled), ...args];
@@ -43,7 +43,9 @@ export function startProcess(entry: string, args: string[], env: Record<string, 
   let err = '';
   child.stdout!.on('data', (chunk) => (out += chunk));
   child.stderr!.on('data', (chunk) => (err += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'close', not 'exit': by then stdout and stderr are read to their end, so a test reading them
+  // after the process ended sees its last lines.
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   return {
     child,
     stdout: () => out,

@@ -163,7 +163,15 @@ describe('in-process jobs (no Redis)', () => {
     await dispatchOutbox(second.queues, [ref]);
     await sleep(300);
     expect(seen).toEqual([]);
-    await eventually(async () => (await row(tenantId, ref.id)).doneAt, 5000, () => 'not done after the backoff');
+    // Done (recorded by the job's own transaction) and released (the claim's, just after it).
+    await eventually(
+      async () => {
+        const settled = await row(tenantId, ref.id);
+        return settled.doneAt !== null && settled.claimedBy === null;
+      },
+      5000,
+      () => 'not done and released after the backoff',
+    );
     expect(seen).toEqual([1]);
     expect(calls).toBe(1);
     expect(await row(tenantId, ref.id)).toMatchObject({ attempts: 2, nextAttemptAt: null });
