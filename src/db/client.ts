@@ -73,7 +73,7 @@ export function reconnectDelaySeconds(failures: number): number {
 
 /** Per-client settings that `withTenant` applies, keyed by the drizzle handle it is given. */
 const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined; role?: string | undefined }>();
-/** Whether each client's database runs Citus (see `tenantSettingStatements`), learned on first use. */
+/** Whether each client's database runs Citus (see `setLocal`), learned on its first tenant transaction. */
 const citusDetections = new WeakMap<Db, Promise<boolean>>();
 /** The same pool as a drizzle handle whose statements are prepared, keyed by the plain handle. */
 const preparedHandles = new WeakMap<Db, Db>();
