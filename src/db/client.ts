@@ -237,16 +237,21 @@ export const onCitus = (tx: Tx): boolean => citusTransactions.has(tx);
  * a NUL is refused), and the names are this code's own.
  */
 export function setLocal(tx: Tx, settings: readonly (readonly [name: string, value: string])[], citus = citusTransactions.has(tx)): Promise<unknown> {
+  for (const [name] of settings) {
+    if (!/^[a-z_]+(\.[a-z_]+)?$/.test(name)) throw new TypeError(`setLocal: not a parameter name: ${name}`);
+  }
   if (!citus) {
-    // then() starts it now: drizzle's query is lazy, and a caller's next statement must follow it.
+    // The names are part of the statement's text (one text per set of names, prepared once; the
+    // tenant's is the statement pg_stat_statements counts tenant transactions by), the values
+    // parameters. then() starts it now: drizzle's query is lazy, and the caller's next statement
+    // must follow it.
     return tx
-      .execute(drizzleSql`select ${drizzleSql.join(settings.map(([name, value]) => drizzleSql`set_config(${name}, ${value}, true)`), drizzleSql`, `)}`)
+      .execute(drizzleSql`select ${drizzleSql.join(settings.map(([name, value]) => drizzleSql`set_config(${drizzleSql.raw(`'${name}'`)}, ${value}, true)`), drizzleSql`, `)}`)
       .then((rows) => rows);
   }
   citusTransactions.add(tx);
   const statements = [`set local citus.propagate_set_commands to 'local'`];
   for (const [name, value] of settings) {
-    if (!/^[a-z_]+(\.[a-z_]+)?$/.test(name)) throw new TypeError(`setLocal: not a parameter name: ${name}`);
     if (value.includes('\0')) throw new TypeError(`setLocal: ${name} must not contain NUL characters`);
     statements.push(`set local ${name} to '${value.replaceAll("'", "''")}'`);
   }

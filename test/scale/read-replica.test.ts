@@ -29,8 +29,9 @@ const APPLY_DELAY_MS = 2000;
 /**
  * withTenant's first statement (the tenant, jit, the statement timeout) as pg_stat_statements keeps
  * it: its literals numbered after its parameters, the tenant id being $1 —
- * `select set_config($3, $1, $4), set_config($5, $6, $7), set_config($8, $2, $9)`. Other settings
- * statements (a search's, a report's) set only literals.
+ * `select set_config($4, $1, $5), set_config($6, $2, $7), set_config($8, $3, $9)`. A search's
+ * settings statement sets only literals; a report's has the same shape, but runs only inside a
+ * tenant transaction on the same server, so it never counts a read where none was.
  */
 const TENANT_STATEMENT = String.raw`^select set_config\(\$\d+, \$1, \$\d+\), set_config\(`;
 
