@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import { inject } from 'vitest';
 import { connect, type Database } from '../../src/db/client.ts';
-import { type CitusNodes, createCitusDatabase } from '../citus/helpers/cluster.ts';
+import type { CitusNodes } from '../citus/helpers/cluster.ts';
 import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
 import { sleep } from './wait.ts';
 
@@ -84,6 +84,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
  * cluster, distributed by `mnemo migrate` (a template copy would not copy the workers' shards).
  */
 async function createDistributedTestDatabase(nodes: CitusNodes, name: string): Promise<TestDatabase> {
+  // Loaded only here: npm test never needs the Citus helpers.
+  const { createCitusDatabase } = await import('../citus/helpers/cluster.ts');
   const database = await createCitusDatabase(nodes, name, appLogin());
   return openTestDatabase(database);
 }

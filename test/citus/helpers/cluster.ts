@@ -2,7 +2,7 @@
  * A private Citus cluster on loopback: a coordinator and `workers` worker nodes, each a private
  * PostgreSQL cluster (test/faults/helpers/postgres-cluster.ts) loading Citus, trust authentication,
  * the `postgres` OS user. Needs Citus installed for the machine's PostgreSQL
- * (scripts/install-citus.sh builds it from ../shared/vendor/).
+ * (scripts/install-citus.sh builds it from the source tarball CITUS_TARBALL names).
  *
  * A database is made as an operator would make one: created on every node with the `citus`
  * extension, the workers added to the coordinator, then `mnemo migrate` on the coordinator, which
