@@ -206,19 +206,15 @@ export interface Coverage {
   embedded: number;
 }
 
-/**
- * How many live facts of the tenant have a current vector of `model`. Without `tenantId`, the
- * tenant the transaction acts for is read first, one more round trip: callers should pass it.
- */
+/** How many live facts of the tenant have a current vector of `model`. */
 export async function coverage(tx: Tx, model: string, tenantId: string): Promise<Coverage> {
-  const tenant = tenantId;
   const [row] = (await tx.execute(sql`
     select count(*)::int as live,
            count(e.fact_id)::int as embedded
     from facts f
     left join fact_embeddings e
-      on e.tenant_id = f.tenant_id and e.tenant_id = ${tenant} and e.fact_id = f.id and e.model = ${model} and e.version = f.version
-    where f.tenant_id = ${tenant} and f.invalidated_at is null and (f.expires_at is null or f.expires_at > now())`)) as unknown as [Coverage];
+      on e.tenant_id = f.tenant_id and e.tenant_id = ${tenantId} and e.fact_id = f.id and e.model = ${model} and e.version = f.version
+    where f.tenant_id = ${tenantId} and f.invalidated_at is null and (f.expires_at is null or f.expires_at > now())`)) as unknown as [Coverage];
   return row;
 }
 
