@@ -157,7 +157,9 @@ describe("the worker's metrics port", () => {
         const scraped = await scrape(`${workerMetrics}/metrics`);
         const failed = valueOf(scraped.samples, 'mnemo_job_failures_total', { queue: 'embed', final: 'true' });
         const reconciled = valueOf(scraped.samples, 'mnemo_job_duration_seconds_count', { queue: 'reconcile', outcome: 'completed' });
-        return failed === 1 && (reconciled ?? 0) >= 1 ? scraped : undefined;
+        // The startup retention pass too: under load it may still run when the rest is there.
+        const swept = valueOf(scraped.samples, 'mnemo_job_duration_seconds_count', { queue: 'retention', outcome: 'completed' });
+        return failed === 1 && (reconciled ?? 0) >= 1 && (swept ?? 0) >= 1 ? scraped : undefined;
       },
       20_000,
       async () => (await scrape(`${workerMetrics}/metrics`)).text.split('\n').filter((line) => line.startsWith('mnemo_job')).join('\n'),
