@@ -9,7 +9,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', 'test/citus/**', '**/node_modules/**'],
+    exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', 'test/citus/**', 'test/clients/**', '**/node_modules/**'],
     globalSetup: ['test/setup/global.ts'],
     // Each file gets its own database (test/helpers/database.ts) and its own Redis queue prefix
     // (test/helpers/redis.ts), so files run in parallel. Most of a file's time is spent waiting

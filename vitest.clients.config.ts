@@ -1,0 +1,17 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * `npm run test:clients`: the clients in other languages (clients/), each running its own test
+ * suite against the real API over a test database and Redis of its own (test/clients/). Not part
+ * of `npm test`: it needs those languages' toolchains (python3 ≥ 3.9).
+ */
+export default defineConfig({
+  test: {
+    include: ['test/clients/**/*.test.ts'],
+    globalSetup: ['test/setup/global.ts'],
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 300_000,
+    hookTimeout: 180_000,
+  },
+});
