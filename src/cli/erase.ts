@@ -110,6 +110,9 @@ function clientFor(baseUrl: string, token: string): MnemoClient {
       fetchWithRetry(input, init ?? {}, { retries: 0, baseDelayMs: 0, timeoutMs: REQUEST_TIMEOUT_MS }).catch((error: unknown) => {
         throw error instanceof NoAnswer ? new Unreachable(noAnswerFrom(baseUrl, error)) : error;
       }),
+    // This fetch times out each request: the client's own timeout and retries stay off.
+    maxRetries: 0,
+    timeoutMs: 0,
   });
 }
 

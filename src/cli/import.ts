@@ -126,6 +126,9 @@ function replayAware(importer: Importer) {
     baseUrl: importer.url,
     token: importer.token,
     fetch: retryingFetch(importer.url, (response) => (replayed = response.headers.get('idempotent-replayed') === 'true')),
+    // retryingFetch retries and times out each request: the client's own would stack on it.
+    maxRetries: 0,
+    timeoutMs: 0,
   });
   return { client, replayed: () => replayed };
 }

@@ -408,7 +408,7 @@ describe('mnemo import', () => {
       const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
       const wrong = await mnemo('import', '--root', root, '--url', otherUrl, '--token', 't');
       expect(wrong.code).toBe(1);
-      expect(wrong.stderr).toContain(`mnemo import: stopped after 0 of 2 files: ${otherUrl} refused the lookup GET /v1/memory/facts?path=…: bad-input (404): HTTP 404\n`);
+      expect(wrong.stderr).toContain(`mnemo import: stopped after 0 of 2 files: ${otherUrl} refused the lookup GET /v1/memory/facts?path=…: not-found (404): HTTP 404 Not Found, without the Mnemo error envelope: not here\n`);
       expect(wrong.stderr).not.toContain('failed:');
     } finally {
       await new Promise((resolve) => other.close(resolve));

@@ -8,6 +8,7 @@ import { answerMalformedRequests } from '../../src/http/connections.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
+import type { RateLimiter } from '../../src/http/rate-limit.ts';
 import { createDispatcher } from '../../src/jobs/dispatcher.ts';
 import { type BullQueues, closeQueues, createQueues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
@@ -99,6 +100,8 @@ export async function startTestApi(
     embeddingAliases?: readonly string[];
     /** A database made elsewhere (dropped on close), instead of a fresh one of this file's. */
     database?: TestDatabase;
+    /** Rate limits, as MNEMO_RATE_LIMIT_* set them (none by default). */
+    rateLimiter?: RateLimiter;
   } = {},
 ): Promise<TestApi> {
   const db = options.database ?? (await createTestDatabase());
@@ -116,6 +119,7 @@ export async function startTestApi(
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() }, degradable: ['redis'] },
+    rateLimiter: options.rateLimiter,
   });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
   answerMalformedRequests(server);
