@@ -110,8 +110,19 @@ class Endpoint:
             except (OSError, http.client.HTTPException) as error:
                 raise NoAnswer(error, sent=False, timed_out=isinstance(error, socket.timeout)) from error
             try:
-                connection.request(method, target, body=body, headers=dict(headers))
-                answer = connection.getresponse()
+                try:
+                    connection.request(method, target, body=body, headers=dict(headers))
+                except OSError as error:
+                    # A server may answer before it has read the whole body (413 for one too large)
+                    # and close the connection: the send fails, yet the answer may have arrived.
+                    if isinstance(error, socket.timeout):
+                        raise
+                    try:
+                        answer = connection.getresponse()
+                    except (OSError, http.client.HTTPException):
+                        raise error from None
+                else:
+                    answer = connection.getresponse()
                 raw = answer.read()
             except (OSError, http.client.HTTPException) as error:
                 raise NoAnswer(error, sent=True, timed_out=isinstance(error, socket.timeout)) from error

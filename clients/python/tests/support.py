@@ -89,6 +89,23 @@ def answer(status: int, body: Any = None, headers: Optional[Dict[str, str]] = No
     return step
 
 
+def answer_early(status: int, body: Any) -> Step:
+    """A step that answers after reading only the start of the body, then closes the connection,
+    as a server refusing a body too large does: the client's send fails, the answer is there."""
+
+    def step(handler: BaseHTTPRequestHandler) -> None:
+        handler.rfile.read(65536)
+        data = json.dumps(body).encode("utf-8")
+        head = f"HTTP/1.1 {status} Refused\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {len(data)}\r\n\r\n"
+        handler.wfile.write(head.encode("ascii") + data)
+        handler.wfile.flush()
+        handler.connection.shutdown(socket.SHUT_WR)
+        handler.close_connection = True
+
+    step.early = True  # type: ignore[attr-defined]
+    return step
+
+
 def drop_connection() -> Step:
     """A step that reads the request and closes the connection without a word."""
 
@@ -127,11 +144,13 @@ class ScriptedServer:
             protocol_version = "HTTP/1.1"
 
             def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
+                index = min(len(scripted.received) + 1, len(scripted.steps)) - 1
+                step = scripted.steps[index]
+                # A step that answers early reads the body itself (or not at all).
+                length = 0 if getattr(step, "early", False) else int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 scripted.received.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                index = min(len(scripted.received), len(scripted.steps)) - 1
-                scripted.steps[index](self)
+                step(self)
 
             do_GET = do_POST = do_DELETE = do_PUT = _handle
 

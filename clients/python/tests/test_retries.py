@@ -15,6 +15,7 @@ import unittest
 from support import (
     ScriptedServer,
     answer,
+    answer_early,
     client,
     closed_port,
     drop_connection,
@@ -225,6 +226,13 @@ class AnswersWithoutTheEnvelopeTest(unittest.TestCase):
             with self.assertRaises(mnemo.MnemoError) as caught:
                 fast(server.url).get_fact(FACT["id"])
         self.assertEqual((caught.exception.code, caught.exception.message), ("teapot", "short and stout"))
+
+    def test_an_answer_that_came_before_the_body_was_sent(self) -> None:
+        with ScriptedServer(answer_early(413, envelope("payload-too-large"))) as server:
+            with self.assertRaises(mnemo.PayloadTooLargeError) as caught:
+                fast(server.url).write_fact("acme.note", "x" * (8 * 1024 * 1024))
+        self.assertEqual(caught.exception.attempts, 1)
+        self.assertEqual(len(server.received), 1)
 
     def test_a_success_that_is_not_json(self) -> None:
         with ScriptedServer(answer(200, raw="<html>login page</html>")) as server:
