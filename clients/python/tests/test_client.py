@@ -3,12 +3,15 @@ server takes, and what it returns is what the server answered."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import re
 import unittest
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
-from support import client, server_url, unique, unique_type
+from support import client, server_url, token, unique, unique_type
 
 import mnemo
 
@@ -249,6 +252,22 @@ class RequestTest(unittest.TestCase):
             admin.request("GET", "/v1/memory/no-such-route")
         self.assertEqual((caught.exception.status, caught.exception.code), (404, "not-found"))
         self.assertTrue(re.match(r"^[0-9a-f-]{36}$", caught.exception.request_id or ""))
+
+
+class ReadmeTest(unittest.TestCase):
+    def test_the_readme_example_runs(self) -> None:
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+        example = re.search(r"```python\n(.*?)```", readme, re.S)
+        assert example is not None, "README.md has no python block"
+        code = example.group(1).replace('"http://localhost:3000"', repr(server_url()))
+        scope: dict = {"token": token("admin")}
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            exec(compile(code, "README.md", "exec"), scope)
+        self.assertIn("Prefers phone.", printed.getvalue())
+        self.assertEqual([r["fact"]["id"] for r in scope["found"]["results"]][:1], [scope["fact"]["id"]])
+        self.assertIn(scope["fact"]["id"], scope["messages"][1]["content"])
+        with self.assertRaises(mnemo.FactNotFoundError):
+            client("admin").get_fact(scope["fact"]["id"])
 
 
 if __name__ == "__main__":
