@@ -33,6 +33,8 @@ describe('Python client', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
+    // No worker: an erasure the suite requests stays pending, so the writes naming its person
+    // answer 409 erasure-in-progress for as long as the suite runs.
     deployment = await startDeployment({
       db,
       // The rate-limit test's caller (a tenant of its own) meets the reports limit within a few

@@ -88,6 +88,22 @@ class TypedErrorsTest(unittest.TestCase):
             self.admin.delete_fact(held["id"])
         self.assertError(caught.exception, mnemo.LegalHoldError, 409, "legal-hold")
 
+    def test_409_erasure_in_progress(self) -> None:
+        person = unique("end")
+        try:
+            erasure = self.admin.request("POST", "/v1/memory/erasures", body={"subject": {"kind": "participant", "id": person}})
+        except mnemo.UnavailableError as error:
+            self.skipTest(f"this server does not erase: {error.message}")
+        try:
+            written = self.admin.write_fact(unique_type(), {"text": "about them"}, subjects=[{"kind": "participant", "id": person}])
+        except mnemo.ErasureInProgressError as error:
+            self.assertError(error, mnemo.ErasureInProgressError, 409, "erasure-in-progress")
+            return
+        status = self.admin.request("GET", f"/v1/memory/erasures/{erasure['id']}")["status"]
+        if status in ("completed", "failed"):
+            self.skipTest(f"a worker finished the erasure ({status}) before the write")
+        self.fail(f"the write {written['id']} went through while the erasure was {status}")
+
     def test_413_payload_too_large(self) -> None:
         with self.assertRaises(mnemo.PayloadTooLargeError) as caught:
             self.admin.write_fact(unique_type(), {"text": "x" * (2 * 1024 * 1024)})
