@@ -18,10 +18,11 @@ import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { metricsRoutes, recordRequests } from './http/metrics.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
 import { limitMcpToolCalls, limitRequests, type RateLimiter } from './http/rate-limit.ts';
-import { docsPage, openApiInfo } from './http/openapi.ts';
+import { describeMcp, openApiInfo } from './http/openapi.ts';
+import { docsRoutes } from './http/docs.ts';
 import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
 import type { Logger } from './log.ts';
-import { mcpRoutes } from './mcp/server.ts';
+import { MCP_PATH, mcpRoutes } from './mcp/server.ts';
 import type { QueryEmbedder } from './memory/retrieve.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -118,8 +119,9 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES, rateLimit: rateLimiter && limitMcpToolCalls(rateLimiter) }));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+  describeMcp(app.openAPIRegistry, MCP_PATH);
   app.doc31('/openapi.json', openApiInfo);
-  app.get('/docs', (c) => c.html(docsPage));
+  app.route('/', docsRoutes('/openapi.json'));
 
   app.notFound((c) => c.json(errorBody('not-found', `No route for ${c.req.method} ${c.req.path}`, c.get('requestId')), 404));
 

@@ -21,61 +21,67 @@ import type { ScopeFilter } from '../memory/conditions.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
-import { bearerAuth, errorResponses, json } from './openapi.ts';
+import { bearerAuth, because, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['episodes'];
 const security = bearerAuth;
+const noSchedule = 'not-found: this tenant has no nightly report';
 
 const reportRoute = createRoute({
   method: 'get',
   path: '/v1/memory/report',
+  operationId: 'getMemoryReport',
   tags,
   security,
   summary: 'Which episodes no consolidated fact has merged yet (KiwiFS report shape)',
   description: `Counts are always complete; \`limit\` (default ${REPORT_LIST_DEFAULT}) and \`offset\` cut the two lists.`,
   request: { query: ReportQuerySchema },
-  responses: { 200: json(CoverageReportSchema, 'The coverage report over the facts you can see'), ...errorResponses },
+  responses: { 200: json(CoverageReportSchema, 'The coverage report over the facts you can see'), ...errorResponses() },
 });
 
 const kiwiReportRoute = createRoute({
   method: 'get',
   path: '/api/kiwi/memory/report',
+  operationId: 'getKiwiMemoryReport',
   tags,
   security,
   summary: 'The same report at KiwiFS’s path, with KiwiFS’s parameter names',
   request: { query: KiwiReportQuerySchema },
-  responses: { 200: json(CoverageReportSchema, 'The coverage report over the facts you can see'), ...errorResponses },
+  responses: { 200: json(CoverageReportSchema, 'The coverage report over the facts you can see'), ...errorResponses() },
 });
 
 const requestReportRoute = createRoute({
   method: 'post',
   path: '/v1/memory/reports',
+  operationId: 'startReport',
   tags,
   security,
   summary: 'Run the coverage report in the background (large tenants); kept for the history',
   request: { body: { ...json(ReportRequestSchema, 'What to report on'), required: false } },
-  responses: { 202: json(ReportStatusSchema.pick({ id: true, status: true }), 'Queued'), ...errorResponses },
+  responses: { 202: json(ReportStatusSchema.pick({ id: true, status: true }), 'Queued'), ...errorResponses({ 413: because.bodyOver1MiB }) },
 });
 
 const getReportRoute = createRoute({
   method: 'get',
   path: '/v1/memory/reports/{id}',
+  operationId: 'getReport',
   tags,
   security,
   summary: 'A background report: status, progress and, once completed, its result',
   request: { params: ReportIdParamSchema },
-  responses: { 200: json(ReportStatusSchema, 'The report'), ...errorResponses },
+  responses: { 200: json(ReportStatusSchema, 'The report'), ...errorResponses({ 404: 'not-found: no such report, or not one of yours' }) },
 });
 
 const listReportsRoute = createRoute({
   method: 'get',
   path: '/v1/memory/reports',
+  operationId: 'listReports',
   tags,
   security,
   summary: 'Past reports, newest first, with their unmerged counts: coverage over time',
   request: { query: ReportHistoryQuerySchema },
-  responses: { 200: json(ReportHistorySchema, 'A page of reports'), ...errorResponses },
+  responses: { 200: json(ReportHistorySchema, 'A page of reports'), ...errorResponses() },
 });
 
 const schedulePath = '/v1/memory/reports/schedule';
@@ -83,29 +89,32 @@ const schedulePath = '/v1/memory/reports/schedule';
 const getScheduleRoute = createRoute({
   method: 'get',
   path: schedulePath,
+  operationId: 'getReportSchedule',
   tags,
   security,
   summary: "The tenant's nightly report (admin)",
-  responses: { 200: json(ScheduleSchema, 'The schedule'), ...errorResponses },
+  responses: { 200: json(ScheduleSchema, 'The schedule'), ...errorResponses({ 403: because.tenantAdminsOnly, 404: noSchedule }) },
 });
 
 const putScheduleRoute = createRoute({
   method: 'put',
   path: schedulePath,
+  operationId: 'putReportSchedule',
   tags,
   security,
   summary: 'Schedule the nightly report, or change it (admin)',
   request: { body: { ...json(ScheduleBodySchema, 'When and what'), required: false } },
-  responses: { 200: json(ScheduleSchema, 'The schedule'), ...errorResponses },
+  responses: { 200: json(ScheduleSchema, 'The schedule'), ...errorResponses({ 403: because.tenantAdminsOnly, 413: because.bodyOver1MiB }) },
 });
 
 const deleteScheduleRoute = createRoute({
   method: 'delete',
   path: schedulePath,
+  operationId: 'deleteReportSchedule',
   tags,
   security,
   summary: 'Stop the nightly report (admin)',
-  responses: { 204: { description: 'Removed' }, ...errorResponses },
+  responses: { 204: { description: 'Removed' }, ...errorResponses({ 403: because.tenantAdminsOnly, 404: noSchedule }) },
 });
 
 export interface EpisodeRouteDeps {

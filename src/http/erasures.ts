@@ -12,50 +12,67 @@ import {
 } from '../lifecycle/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
-import { bearerAuth, errorResponses, json } from './openapi.ts';
+import { bearerAuth, because, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['lifecycle'];
 const security = bearerAuth;
+const noErasure = 'not-found: no such erasure in this tenant';
 
 const requestRoute = createRoute({
   method: 'post',
   path: '/v1/memory/erasures',
+  operationId: 'startErasure',
   tags,
   security,
   summary: "Erase a fact, a person's data or a conversation (tenant admin)",
   request: { body: { ...json(ErasureRequestSchema, 'What to erase'), required: true } },
-  responses: { 202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued'), ...errorResponses },
+  responses: {
+    202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued'),
+    ...errorResponses({
+      403: because.tenantAdminsOnly,
+      404: `${because.factNotFound} (a fact's erasure)`,
+      409: 'legal-hold: the fact is under legal hold',
+      413: because.bodyOver1MiB,
+      503: 'erasure is off on this deployment (no MNEMO_ERASURE_KEY)',
+    }),
+  },
 });
 
 const getRoute = createRoute({
   method: 'get',
   path: '/v1/memory/erasures/{id}',
+  operationId: 'getErasure',
   tags,
   security,
   summary: 'An erasure: status and counts (tenant admin)',
   request: { params: ErasureIdParamSchema },
-  responses: { 200: json(ErasureSchema, 'The erasure'), ...errorResponses },
+  responses: { 200: json(ErasureSchema, 'The erasure'), ...errorResponses({ 403: because.tenantAdminsOnly, 404: noErasure }) },
 });
 
 const listRoute = createRoute({
   method: 'get',
   path: '/v1/memory/erasures',
+  operationId: 'listErasures',
   tags,
   security,
   summary: 'Erasures, newest first (tenant admin)',
   request: { query: ErasureListQuerySchema },
-  responses: { 200: json(ErasureListSchema, 'A page of erasures'), ...errorResponses },
+  responses: { 200: json(ErasureListSchema, 'A page of erasures'), ...errorResponses({ 403: because.tenantAdminsOnly }) },
 });
 
 const resumeRoute = createRoute({
   method: 'post',
   path: '/v1/memory/erasures/{id}/resume',
+  operationId: 'resumeErasure',
   tags,
   security,
   summary: 'Run a failed erasure again, e.g. after a legal hold was lifted (tenant admin)',
   request: { params: ErasureIdParamSchema },
-  responses: { 202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued again'), ...errorResponses },
+  responses: {
+    202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued again'),
+    ...errorResponses({ 400: 'the erasure has not failed: only a failed one is resumed', 403: because.tenantAdminsOnly, 404: noErasure }),
+  },
 });
 
 export interface ErasureRouteDeps {

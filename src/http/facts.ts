@@ -33,11 +33,19 @@ import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { idempotent, type Outcome } from './idempotency.ts';
 import { primaryReads, readFrom, type ReadOptions, type ReadRouting } from './read-routing.ts';
-import { bearerAuth, errorResponses, json } from './openapi.ts';
+import { bearerAuth, because, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['facts'];
 const security = bearerAuth;
+/** The errors of a write that honours Idempotency-Key, on top of the route's own. */
+const idempotentWrite = { 409: because.idempotencyInFlight, 413: because.bodyOver1MiB, 422: because.idempotencyKeyReused } as const;
+/** A change to an existing fact (supersede, verify, delete): the fact must be there, and yours to change. */
+const changeOfFact = {
+  403: 'permission-denied: you may read this fact but not change it',
+  404: because.factNotFound,
+  409: 'fact-changed: `expectVersion` is not the current version (`currentVersion` says which is)',
+} as const;
 const idempotencyHeader = z.object({
   'idempotency-key': z.string().optional().openapi({ description: 'Replays the first response for 24 h (DESIGN §7)' }),
   'x-provenance': z.string().optional().openapi({ description: '`type:id`, appended to derivedFrom' }),
@@ -68,11 +76,19 @@ function send(c: Context<AppEnv>, outcome: Outcome): never {
 const writeRoute = createRoute({
   method: 'post',
   path: '/v1/memory/facts',
+  operationId: 'writeFact',
   tags,
   security,
   summary: 'Write a fact',
   request: { headers: idempotencyHeader, body: { ...json(WriteFactBodySchema, 'The fact'), required: true } },
-  responses: { 201: json(FactSchema, 'The fact, version 1'), ...errorResponses },
+  responses: {
+    201: json(FactSchema, 'The fact, version 1'),
+    ...errorResponses({
+      ...idempotentWrite,
+      403: `permission-denied: your role or projects do not let you write in this scope, or a legal hold is for tenant admins; ${because.scopeMismatch}`,
+      409: `${because.idempotencyInFlight}; ${because.erasureInProgress}`,
+    }),
+  },
 });
 
 /** The batch write's path: a custom method on the collection, so it never reads as a fact id. */
@@ -81,6 +97,7 @@ export const BATCH_WRITE_PATH = '/v1/memory/facts:batch';
 const writeBatchRoute = createRoute({
   method: 'post',
   path: BATCH_WRITE_PATH,
+  operationId: 'writeFacts',
   tags,
   security,
   summary: 'Write up to 1,000 facts, all or nothing',
@@ -89,32 +106,44 @@ const writeBatchRoute = createRoute({
     '(`item`, and `facts.N.field` in the message and `details`). One `Idempotency-Key` covers the batch. ' +
     'Bodies up to 16 MiB.',
   request: { headers: idempotencyHeader, body: { ...json(WriteFactsBodySchema, 'The facts'), required: true } },
-  responses: { 201: json(WrittenFactsSchema, 'The facts, version 1, in the order given'), ...errorResponses },
+  responses: {
+    201: json(WrittenFactsSchema, 'The facts, version 1, in the order given'),
+    ...errorResponses({
+      ...idempotentWrite,
+      400: 'an item breaks a rule: `item` says which',
+      403: `permission-denied: an item is in a scope you may not write in (\`item\` says which), or sets a legal hold; ${because.scopeMismatch}`,
+      409: `${because.idempotencyInFlight}; ${because.erasureInProgress}`,
+      413: 'payload-too-large: the body is over 16 MiB',
+    }),
+  },
 });
 
 const listRoute = createRoute({
   method: 'get',
   path: '/v1/memory/facts',
+  operationId: 'listFacts',
   tags,
   security,
   summary: 'List visible facts, newest first',
   request: { query: ListQuerySchema },
-  responses: { 200: json(FactListSchema, 'A page of facts'), ...errorResponses },
+  responses: { 200: json(FactListSchema, 'A page of facts'), ...errorResponses() },
 });
 
 const readRoute = createRoute({
   method: 'get',
   path: '/v1/memory/facts/{id}',
+  operationId: 'readFact',
   tags,
   security,
   summary: 'Read a fact (current, ?version=N or ?asOf=time)',
   request: { params: FactIdParamSchema, query: ReadQuerySchema },
-  responses: { 200: json(FactSchema, 'The fact'), ...errorResponses },
+  responses: { 200: json(FactSchema, 'The fact'), ...errorResponses({ 404: `${because.factNotFound}; or no such version, or none at that time` }) },
 });
 
 const supersedeRoute = createRoute({
   method: 'post',
   path: '/v1/memory/facts/{id}/supersede',
+  operationId: 'supersedeFact',
   tags,
   security,
   summary: 'Write the next revision (same id, type and scope)',
@@ -123,12 +152,21 @@ const supersedeRoute = createRoute({
     headers: idempotencyHeader,
     body: { ...json(SupersedeBodySchema, 'The new revision'), required: true },
   },
-  responses: { 200: json(FactSchema, 'The new revision'), ...errorResponses },
+  responses: {
+    200: json(FactSchema, 'The new revision'),
+    ...errorResponses({
+      ...idempotentWrite,
+      ...changeOfFact,
+      403: `${changeOfFact[403]}; or a legal hold is for tenant admins`,
+      409: `${changeOfFact[409]}; ${because.erasureInProgress}; ${because.idempotencyInFlight}`,
+    }),
+  },
 });
 
 const verifyRoute = createRoute({
   method: 'post',
   path: '/v1/memory/facts/{id}/verify',
+  operationId: 'verifyFact',
   tags,
   security,
   summary: 'Mark a fact verified by a person (admin or member)',
@@ -137,27 +175,40 @@ const verifyRoute = createRoute({
     headers: idempotencyHeader,
     body: { ...json(VerifyBodySchema, 'Optional expectVersion'), required: false },
   },
-  responses: { 200: json(FactSchema, 'The verified revision'), ...errorResponses },
+  responses: {
+    200: json(FactSchema, 'The verified revision'),
+    ...errorResponses({
+      ...idempotentWrite,
+      ...changeOfFact,
+      403: `${changeOfFact[403]}; or you are a service: only a person (admin or member) verifies`,
+      409: `${changeOfFact[409]}; ${because.idempotencyInFlight}`,
+    }),
+  },
 });
 
 const deleteRoute = createRoute({
   method: 'delete',
   path: '/v1/memory/facts/{id}',
+  operationId: 'deleteFact',
   tags,
   security,
   summary: 'Delete a fact (tombstone revision)',
   request: { params: FactIdParamSchema, query: DeleteQuerySchema },
-  responses: { 200: json(FactSchema, 'The tombstone revision'), ...errorResponses },
+  responses: {
+    200: json(FactSchema, 'The tombstone revision'),
+    ...errorResponses({ ...changeOfFact, 409: `${changeOfFact[409]}; legal-hold: the fact is under legal hold` }),
+  },
 });
 
 const revisionsRoute = createRoute({
   method: 'get',
   path: '/v1/memory/facts/{id}/revisions',
+  operationId: 'listFactRevisions',
   tags,
   security,
   summary: 'Every revision of a fact, newest first',
   request: { params: FactIdParamSchema },
-  responses: { 200: json(RevisionListSchema, 'The revisions'), ...errorResponses },
+  responses: { 200: json(RevisionListSchema, 'The revisions'), ...errorResponses({ 404: because.factNotFound }) },
 });
 
 /** The facts routes: each parses, authorises via the principal, calls one domain verb. */

@@ -1,6 +1,7 @@
-import { Hono } from 'hono';
+import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { AppEnv } from './app-env.ts';
 import { errorBody } from './errors.ts';
+import { ErrorSchema, json } from './openapi.ts';
 
 export interface ReadinessProbe {
   /** False once shutdown has begun, so load balancers stop routing here before we close. */
@@ -30,6 +31,41 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
+const tags = ['operations'];
+
+const CheckStateSchema = z.enum(['ok', 'degraded', 'down']).openapi({
+  description: '`ok`; `degraded`: down, but this node serves without it (Redis, the read replica); `down`: a required dependency (Postgres) does not answer',
+});
+const ChecksSchema = z.record(z.string(), CheckStateSchema).openapi('ReadinessChecks', {
+  description: "Each dependency's state, by name (`postgres`, `redis`, …)",
+  example: { postgres: 'ok', redis: 'degraded' },
+});
+
+const healthRoute = createRoute({
+  method: 'get',
+  path: '/healthz',
+  operationId: 'getHealth',
+  tags,
+  summary: 'The process is up (liveness); no token',
+  responses: { 200: json(z.object({ status: z.literal('ok') }).openapi('Health'), 'Up') },
+});
+
+const readinessRoute = createRoute({
+  method: 'get',
+  path: '/readyz',
+  operationId: 'getReadiness',
+  tags,
+  summary: 'This node can serve (readiness); no token',
+  description: 'Checks each dependency, each within its own timeout, so the probe answers in about 2 s at worst.',
+  responses: {
+    200: json(z.object({ status: z.literal('ready'), checks: ChecksSchema }).openapi('Readiness'), 'Ready: every required dependency answers'),
+    503: json(
+      ErrorSchema.extend({ error: ErrorSchema.shape.error.extend({ checks: ChecksSchema.optional() }) }).openapi('NotReady'),
+      'unavailable: a required dependency is `down` (named in the message; `checks` has them all), or shutdown has begun (no `checks`)',
+    ),
+  },
+});
+
 /**
  * `GET /healthz`: the process is up. `GET /readyz` (DESIGN §7, revised): 200 while this node can
  * serve — every required dependency (Postgres) answers — with each dependency's state in `checks`
@@ -38,9 +74,9 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
  */
 export function healthRoutes(probe: ReadinessProbe) {
   const degradable = new Set(probe.degradable ?? []);
-  return new Hono<AppEnv>()
-    .get('/healthz', (c) => c.json({ status: 'ok' }))
-    .get('/readyz', async (c) => {
+  return new OpenAPIHono<AppEnv>()
+    .openapi(healthRoute, (c) => c.json({ status: 'ok' as const }, 200))
+    .openapi(readinessRoute, async (c) => {
       if (!probe.accepting()) {
         return c.json(errorBody('unavailable', 'Shutting down', c.get('requestId')), 503);
       }
@@ -49,13 +85,13 @@ export function healthRoutes(probe: ReadinessProbe) {
         names.map((name) => withTimeout(probe.checks[name]!(), degradable.has(name) ? DEGRADABLE_CHECK_TIMEOUT_MS : CHECK_TIMEOUT_MS)),
       );
       const checks = Object.fromEntries(
-        names.map((name, i) => [name, outcomes[i]!.status === 'fulfilled' ? 'ok' : degradable.has(name) ? 'degraded' : 'down']),
+        names.map((name, i) => [name, outcomes[i]!.status === 'fulfilled' ? 'ok' : degradable.has(name) ? 'degraded' : 'down'] as const),
       );
       const down = names.filter((name) => checks[name] === 'down');
       if (down.length > 0) {
         // Which dependency is down helps an operator; why it is down stays in our logs.
         return c.json(errorBody('unavailable', `Not ready: ${down.join(', ')} unreachable`, c.get('requestId'), { checks }), 503);
       }
-      return c.json({ status: 'ready', checks });
+      return c.json({ status: 'ready' as const, checks }, 200);
     });
 }

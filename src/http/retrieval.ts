@@ -9,30 +9,39 @@ import { redactUrl } from '../redact.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
-import { bearerAuth, errorResponses, json } from './openapi.ts';
+import { bearerAuth, because, errorResponses, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['retrieval'];
 const security = bearerAuth;
 
+const searchErrors = errorResponses({
+  403: because.scopeMismatch,
+  413: because.bodyOver1MiB,
+  422: 'semantic-unavailable: `mode: semantic` on a deployment without embeddings',
+  503: 'the embeddings endpoint is down for a search by meaning',
+});
+
 const retrieveRoute = createRoute({
   method: 'post',
   path: '/v1/memory/retrieve',
+  operationId: 'retrieve',
   tags,
   security,
   summary: 'Find facts by keyword, by meaning, or both',
   request: { body: { ...json(RetrieveBodySchema, 'What to find'), required: true } },
-  responses: { 200: json(RetrieveResultSchema, 'Facts with scores, and what the search did'), ...errorResponses },
+  responses: { 200: json(RetrieveResultSchema, 'Facts with scores, and what the search did'), ...searchErrors },
 });
 
 const contextRoute = createRoute({
   method: 'post',
   path: '/v1/memory/context',
+  operationId: 'buildContext',
   tags,
   security,
   summary: 'What a runtime puts in front of a model: the <memory> block and the system line',
   request: { body: { ...json(ContextBodySchema, 'What the model is about to be asked'), required: true } },
-  responses: { 200: json(ContextResultSchema, 'System text, one user message, fact ids'), ...errorResponses },
+  responses: { 200: json(ContextResultSchema, 'System text, one user message, fact ids'), ...searchErrors },
 });
 
 const EmbeddingStatusSchema = z
@@ -59,10 +68,11 @@ const EmbeddingStatusSchema = z
 const embeddingsRoute = createRoute({
   method: 'get',
   path: '/v1/memory/embeddings',
+  operationId: 'getEmbeddingStatus',
   tags,
   security,
   summary: "The tenant's embedding coverage: active model, backfill progress, backlog (admin)",
-  responses: { 200: json(EmbeddingStatusSchema, 'Per model in use: live facts, embedded, backlog'), ...errorResponses },
+  responses: { 200: json(EmbeddingStatusSchema, 'Per model in use: live facts, embedded, backlog'), ...errorResponses({ 403: because.tenantAdminsOnly }) },
 });
 
 export interface RetrievalDeps {

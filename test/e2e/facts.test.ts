@@ -450,6 +450,9 @@ describe('facts API', () => {
       expect(spec.status).toBe(200);
       expect(Object.keys(spec.body.paths).sort()).toEqual([
         '/api/kiwi/memory/report',
+        '/healthz',
+        '/mcp',
+        '/readyz',
         '/v1/memory/context',
         '/v1/memory/embeddings',
         '/v1/memory/erasures',

@@ -39,7 +39,7 @@ const BODIES: Record<string, unknown> = {
   'POST /v1/memory/facts/{id}/verify': {},
 };
 
-/** The MCP endpoint is mounted beside the document's routes, not described in it. */
+/** The MCP endpoint, which planOperations leaves out (JSON-RPC): a client's first request. */
 const MCP = {
   key: 'POST /mcp',
   method: 'POST',

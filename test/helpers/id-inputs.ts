@@ -114,10 +114,18 @@ function classify(where: IdInput['in'], path: string[], schema: JsonSchema, urlP
   return { label: labelKey(path) };
 }
 
-/** Every operation of the document with the id inputs it takes. */
+/**
+ * The memory API's paths: those src/app.ts puts behind the bearer token, the body limit and the
+ * rate limits. The document also describes the health probes (no token, no ids) and `/mcp`
+ * (JSON-RPC, whose ids are in its tools' arguments: planned from `tools/list`).
+ */
+export const isMemoryApiPath = (path: string): boolean => path.startsWith('/v1/') || path.startsWith('/api/kiwi/');
+
+/** Every operation of the memory API (isMemoryApiPath) with the id inputs it takes. */
 export function planOperations(doc: OpenApiDocument): PlannedOperation[] {
   const planned: PlannedOperation[] = [];
   for (const [path, operations] of Object.entries(doc.paths)) {
+    if (!isMemoryApiPath(path)) continue;
     for (const [method, operation] of Object.entries(operations)) {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
       const parameters = operation.parameters ?? [];
