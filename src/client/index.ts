@@ -37,7 +37,32 @@ import type {
 } from '../memory/schemas.ts';
 import { errorFromAnswer, MnemoConnectionError, type MnemoError, MnemoTimeoutError } from './errors.ts';
 
-export * from './errors.ts';
+export {
+  BadInputError,
+  ErasureInProgressError,
+  type ErrorCode,
+  FactChangedError,
+  FactNotFoundError,
+  IdempotencyInFlightError,
+  IdempotencyKeyReusedError,
+  InternalError,
+  isMnemoError,
+  type IssueDetail,
+  LegalHoldError,
+  MemoryOperationUnsupportedError,
+  MnemoConnectionError,
+  MnemoError,
+  type MnemoErrorOf,
+  MnemoTimeoutError,
+  NotFoundError,
+  PayloadTooLargeError,
+  PermissionDeniedError,
+  RateLimitedError,
+  ScopeMismatchError,
+  SemanticUnavailableError,
+  UnauthenticatedError,
+  UnavailableError,
+} from './errors.ts';
 export type { ContextResult, CoverageReport, ErasureStatus, ErasureTarget, Fact, FactList, ReportRequest, ReportStatus, ReportSummary, RetrieveResult };
 /** Report filters: the episodes prefix, the page of each list, and scope keys. */
 export type ReportQuery = { episodesPrefix?: string; limit?: number; offset?: number } & Partial<
@@ -162,7 +187,7 @@ function connectionError(failure: NoAnswer, spec: RequestSpec, origin: string): 
     : new MnemoConnectionError(`${what}: no answer: ${failure.message} (${attempts})`, failure.attempts, { cause: failure.cause });
 }
 
-export function createClient(options: ClientOptions) {
+export function createClient(options: ClientOptions): MnemoClient {
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
 
   async function request<T>(spec: RequestSpec, call: CallOptions = {}): Promise<T> {
@@ -216,25 +241,17 @@ export function createClient(options: ClientOptions) {
 
   return {
     memory: {
-      /** Find facts by keyword, by meaning, or both (the default). */
-      retrieve: (input: RetrieveInput, call?: CallOptions) =>
-        request<RetrieveResult>({ method: 'POST', path: '/v1/memory/retrieve', body: input, repeatable: true }, call),
-      /** The system text and the `<memory>` message to put in front of a model. */
-      context: (input: ContextInput, call?: CallOptions) =>
-        request<ContextResult>({ method: 'POST', path: '/v1/memory/context', body: input, repeatable: true }, call),
-      /** Which episodes no consolidated fact has merged yet (DESIGN §6). */
-      report: (query: ReportQuery = {}, call?: CallOptions) => get<CoverageReport>('/v1/memory/report', query, call),
-      /** The same report as a background job, kept for the history. */
+      retrieve: (input, call) => request({ method: 'POST', path: '/v1/memory/retrieve', body: input, repeatable: true }, call),
+      context: (input, call) => request({ method: 'POST', path: '/v1/memory/context', body: input, repeatable: true }, call),
+      report: (query = {}, call) => get('/v1/memory/report', query, call),
       reports: {
-        request: (input: ReportRequest = {}, call?: CallOptions) =>
-          request<{ id: string; status: ReportStatus['status'] }>({ method: 'POST', path: '/v1/memory/reports', body: input, repeatable: false }, call),
-        get: (id: string, call?: CallOptions) => get<ReportStatus>(`/v1/memory/reports/${encodeURIComponent(id)}`, {}, call),
-        list: (page: { limit?: number; cursor?: string } = {}, call?: CallOptions) => get<Page<ReportSummary>>('/v1/memory/reports', page, call),
+        request: (input = {}, call) => request({ method: 'POST', path: '/v1/memory/reports', body: input, repeatable: false }, call),
+        get: (id, call) => get(`/v1/memory/reports/${encodeURIComponent(id)}`, {}, call),
+        list: (page = {}, call) => get('/v1/memory/reports', page, call),
       },
-      /** Erasure of a fact, a person or a conversation (tenant admins, DESIGN §10). */
       erasures: {
-        request: (target: ErasureTarget, call?: CallOptions) =>
-          request<{ id: string; status: ErasureStatus['status'] }>(
+        request: (target, call) =>
+          request(
             {
               method: 'POST',
               path: '/v1/memory/erasures',
@@ -248,37 +265,65 @@ export function createClient(options: ClientOptions) {
             },
             call,
           ),
-        get: (id: string, call?: CallOptions) => get<ErasureStatus>(`/v1/memory/erasures/${encodeURIComponent(id)}`, {}, call),
-        list: (page: { limit?: number; cursor?: string } = {}, call?: CallOptions) => get<Page<ErasureStatus>>('/v1/memory/erasures', page, call),
-        resume: (id: string, call?: CallOptions) =>
-          request<{ id: string; status: ErasureStatus['status'] }>(
-            { method: 'POST', path: `/v1/memory/erasures/${encodeURIComponent(id)}/resume`, repeatable: false },
-            call,
-          ),
+        get: (id, call) => get(`/v1/memory/erasures/${encodeURIComponent(id)}`, {}, call),
+        list: (page = {}, call) => get('/v1/memory/erasures', page, call),
+        resume: (id, call) => request({ method: 'POST', path: `/v1/memory/erasures/${encodeURIComponent(id)}/resume`, repeatable: false }, call),
       },
       facts: {
-        write: (input: WriteFactInput, opts?: WriteOptions) => request<Fact>(writeRequest({ method: 'POST', path: '/v1/memory/facts', body: input }, opts), opts),
-        /**
-         * Writes 1 to 1,000 facts all or nothing (`POST /v1/memory/facts:batch`), in order; one
-         * Idempotency-Key covers the batch. A refused item refuses the batch: the error's `item`
-         * is its index. Split larger sets yourself, a key per batch.
-         */
-        writeBatch: async (inputs: readonly WriteFactInput[], opts?: WriteOptions) =>
+        write: (input, opts) => request(writeRequest({ method: 'POST', path: '/v1/memory/facts', body: input }, opts), opts),
+        writeBatch: async (inputs, opts) =>
           (await request<{ data: Fact[] }>(writeRequest({ method: 'POST', path: '/v1/memory/facts:batch', body: { facts: inputs } }, opts), opts)).data,
-        read: (id: string, at: { version?: number; asOf?: string | Date } = {}, call?: CallOptions) =>
-          get<Fact>(factPath(id), { version: at.version, asOf: at.asOf instanceof Date ? at.asOf.toISOString() : at.asOf }, call),
-        list: (filters: ListInput = {}, call?: CallOptions) => get<FactList>('/v1/memory/facts', { ...filters, types: filters.types?.join(',') }, call),
-        supersede: (id: string, input: SupersedeInput, opts?: WriteOptions) =>
-          request<Fact>(writeRequest({ method: 'POST', path: `${factPath(id)}/supersede`, body: input }, opts), opts),
-        verify: (id: string, input: VerifyInput = {}, opts?: WriteOptions) =>
-          request<Fact>(writeRequest({ method: 'POST', path: `${factPath(id)}/verify`, body: input }, opts), opts),
-        /** Not repeated on an unclear failure (see above): a repeat of a delete that went through answers 404. */
-        delete: (id: string, at: { expectVersion?: number } = {}, call?: CallOptions) =>
-          request<Fact>({ method: 'DELETE', path: factPath(id), query: { expectVersion: at.expectVersion }, repeatable: false }, call),
-        revisions: (id: string, call?: CallOptions) => get<{ data: Fact[] }>(`${factPath(id)}/revisions`, {}, call),
+        read: (id, at = {}, call) => get(factPath(id), { version: at.version, asOf: at.asOf instanceof Date ? at.asOf.toISOString() : at.asOf }, call),
+        list: (filters = {}, call) => get('/v1/memory/facts', { ...filters, types: filters.types?.join(',') }, call),
+        supersede: (id, input, opts) => request(writeRequest({ method: 'POST', path: `${factPath(id)}/supersede`, body: input }, opts), opts),
+        verify: (id, input = {}, opts) => request(writeRequest({ method: 'POST', path: `${factPath(id)}/verify`, body: input }, opts), opts),
+        delete: (id, at = {}, call) => request({ method: 'DELETE', path: factPath(id), query: { expectVersion: at.expectVersion }, repeatable: false }, call),
+        revisions: (id, call) => get(`${factPath(id)}/revisions`, {}, call),
       },
     },
   };
 }
 
-export type MnemoClient = ReturnType<typeof createClient>;
+/** What `createClient` returns. Every method takes `CallOptions` last (`WriteOptions` for writes). */
+export interface MnemoClient {
+  memory: {
+    /** Find facts by keyword, by meaning, or both (the default). */
+    retrieve(input: RetrieveInput, call?: CallOptions): Promise<RetrieveResult>;
+    /** The system text and the `<memory>` message to put in front of a model. */
+    context(input: ContextInput, call?: CallOptions): Promise<ContextResult>;
+    /** Which episodes no consolidated fact has merged yet (DESIGN §6). */
+    report(query?: ReportQuery, call?: CallOptions): Promise<CoverageReport>;
+    /** The same report as a background job, kept for the history. Requests are not retried after an unclear failure (no idempotency record). */
+    reports: {
+      request(input?: ReportRequest, call?: CallOptions): Promise<{ id: string; status: ReportStatus['status'] }>;
+      get(id: string, call?: CallOptions): Promise<ReportStatus>;
+      list(page?: { limit?: number; cursor?: string }, call?: CallOptions): Promise<Page<ReportSummary>>;
+    };
+    /** Erasure of a fact, a person or a conversation (tenant admins, DESIGN §10). Requests are not retried after an unclear failure. */
+    erasures: {
+      request(target: ErasureTarget, call?: CallOptions): Promise<{ id: string; status: ErasureStatus['status'] }>;
+      get(id: string, call?: CallOptions): Promise<ErasureStatus>;
+      list(page?: { limit?: number; cursor?: string }, call?: CallOptions): Promise<Page<ErasureStatus>>;
+      /** Runs a failed erasure again, e.g. after a legal hold was lifted. */
+      resume(id: string, call?: CallOptions): Promise<{ id: string; status: ErasureStatus['status'] }>;
+    };
+    facts: {
+      write(input: WriteFactInput, opts?: WriteOptions): Promise<Fact>;
+      /**
+       * Writes 1 to 1,000 facts all or nothing (`POST /v1/memory/facts:batch`), in order; one
+       * Idempotency-Key covers the batch. A refused item refuses the batch: the error's `item`
+       * is its index. Split larger sets yourself, a key per batch.
+       */
+      writeBatch(inputs: readonly WriteFactInput[], opts?: WriteOptions): Promise<Fact[]>;
+      /** The fact now, or as it was: at a `version`, or `asOf` a time. */
+      read(id: string, at?: { version?: number; asOf?: string | Date }, call?: CallOptions): Promise<Fact>;
+      list(filters?: ListInput, call?: CallOptions): Promise<FactList>;
+      supersede(id: string, input: SupersedeInput, opts?: WriteOptions): Promise<Fact>;
+      verify(id: string, input?: VerifyInput, opts?: WriteOptions): Promise<Fact>;
+      /** Not repeated after an unclear failure: a repeat of a delete that went through answers 404 (read the fact to see). */
+      delete(id: string, at?: { expectVersion?: number }, call?: CallOptions): Promise<Fact>;
+      /** Every version, newest first. */
+      revisions(id: string, call?: CallOptions): Promise<{ data: Fact[] }>;
+    };
+  };
+}
