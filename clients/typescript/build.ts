@@ -54,7 +54,7 @@ function compilerOptions(): ts.CompilerOptions {
   const configPath = join(repositoryRoot, 'tsconfig.json');
   const config = ts.readConfigFile(configPath, ts.sys.readFile);
   const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, repositoryRoot, undefined, configPath);
-  return { ...options, noEmit: false, declaration: true, emitDeclarationOnly: true, rewriteRelativeImportExtensions: true };
+  return { ...options, noEmit: false, declaration: true, emitDeclarationOnly: true };
 }
 
 /** `{ 'index.d.ts': text, … }` for each module of src/client/, with nothing outside it referenced. */

@@ -91,7 +91,12 @@ export interface ClientOptions {
   token: string | (() => string | Promise<string>);
   /** Defaults to the global fetch. An error it throws that is not fetch's own network failure (a TypeError) passes through as is. */
   fetch?: typeof fetch;
-  /** Retries after the first attempt, for what may be asked again (see above); 0 turns them off. Default 3. */
+  /**
+   * Retries after the first attempt; 0 turns them off. Default 3. Any call is retried after 429 or
+   * a refused connection; reads and writes under an Idempotency-Key also after 502/503/504, no
+   * answer, or 409 idempotency-in-flight. Not after an unclear failure: a write without a key,
+   * DELETE, report and erasure requests.
+   */
   maxRetries?: number;
   /** The first retry waits between half of this and this; each next one twice as long. Default 500 ms. */
   retryDelayMs?: number;
