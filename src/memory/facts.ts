@@ -12,7 +12,7 @@ import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type 
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
 import { pipelined, type Tx } from '../db/client.ts';
-import { factRevisions, facts } from '../db/schema.ts';
+import { factRevisions, facts, type ReviewState } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { live, SCOPE_KEYS, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../kiwifs/coverage.ts';
@@ -83,6 +83,7 @@ export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId'>
     recordedAt: row.recordedAt.toISOString(),
     invalidatedAt: iso(row.invalidatedAt),
     invalidationReason: row.invalidationReason,
+    review: row.review,
   };
 }
 
@@ -164,6 +165,12 @@ export interface WriteOptions {
   provenance?: ProvenanceRef | undefined;
   /** The erasure HMAC key, when erasure is on: writes naming someone being erased are refused. */
   erasureKey?: string | undefined;
+  /**
+   * Hold the fact for a person's review (`pending`), or clear a hold (null), when an agent's text
+   * reads like an instruction (src/memory/remember.ts); absent, a new fact is not held and a
+   * supersede keeps the fact's state.
+   */
+  review?: ReviewState | null | undefined;
 }
 
 /** The write rules of one new fact (DESIGN §3, §4), checked before anything is written. */
@@ -238,11 +245,12 @@ async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly Wri
       path: body.path ?? null,
       derived_from: options.provenance ? [options.provenance] : [],
       merged_from: appendMergedFrom([], body.mergedFrom ?? [], local),
+      review: options.review ?? null,
     };
   });
   const columns = sql.raw(`version, type, org_id, project_id, user_id, participant_id, thread_id, session_id, content, trust,
     asserted_by_kind, asserted_by_id, keep_days, keep_until, legal_hold, expires_at, subjects, valid_from, valid_until,
-    observed_at, memory_kind, episode_id, path, derived_from, merged_from, created_at, recorded_at`);
+    observed_at, memory_kind, episode_id, path, derived_from, merged_from, created_at, recorded_at, review`);
   const at = sql`date_trunc('milliseconds', statement_timestamp())`;
   const json = (value: unknown) => sql`${JSON.stringify(value)}::jsonb`;
   const values = rows.map(
@@ -251,7 +259,7 @@ async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly Wri
       ${r.keep_until}::timestamptz, ${r.legal_hold}::boolean,
       case when ${r.keep_days}::integer is not null then ${at} + ${r.keep_days}::integer * interval '24 hours' else ${r.keep_until}::timestamptz end,
       ${json(r.subjects)}, ${r.valid_from}::timestamptz, ${r.valid_until}::timestamptz, ${r.observed_at}::timestamptz, ${r.memory_kind},
-      ${r.episode_id}, ${r.path}, ${json(r.derived_from)}, ${json(r.merged_from)}, ${at}, ${at})`,
+      ${r.episode_id}, ${r.path}, ${json(r.derived_from)}, ${json(r.merged_from)}, ${at}, ${at}, ${r.review})`,
   );
   const ids = rows.map((r) => r.id);
   const [, inserted] = await pipelined([
@@ -295,6 +303,7 @@ async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly Wri
       recordedAt: now,
       invalidatedAt: null,
       invalidationReason: null,
+      review: row.review,
     };
     return toFact(row.id, { ...revision, tenantId: principal.tenantId }, null);
   });
@@ -415,10 +424,11 @@ type FilterColumns = Pick<
   | 'subjects'
   | 'validFrom'
   | 'validUntil'
+  | 'review'
 >;
 
 /** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
-function filters(columns: FilterColumns, query: ListQuery): SQL[] {
+function filters(columns: FilterColumns, query: AsOfFilters & Partial<ListQuery>): SQL[] {
   const conditions: SQL[] = typeIn(columns.type, query.type, query.types);
   for (const key of SCOPE_KEYS) {
     const value = query[key];
@@ -433,6 +443,7 @@ function filters(columns: FilterColumns, query: ListQuery): SQL[] {
     conditions.push(sql`${columns.subjects} @> ${subject}::jsonb`);
   }
   if (query.validAt !== undefined) conditions.push(validAt(columns, new Date(query.validAt)));
+  if (query.review !== undefined) conditions.push(eq(columns.review, query.review));
   return conditions;
 }
 
@@ -455,6 +466,20 @@ async function listCurrent(tx: Tx, principal: Principal, query: ListQuery, after
  * This reads the tenant's revisions up to `asOf`; it is a history query, not a hot path.
  */
 async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: string | undefined, take: number): Promise<Fact[]> {
+  return factsAsOf(tx, principal, query, after ? lt(facts.id, after) : undefined, take);
+}
+
+/** The filters history reads by: the list's, less paging and scope keys (a retrieval's scope is a condition on facts). */
+export type AsOfFilters = Pick<ListQuery, 'type' | 'types' | 'trust' | 'memoryKind' | 'subjectKind' | 'subjectId' | 'validAt' | 'review'> & {
+  asOf?: string | undefined;
+};
+
+/**
+ * Facts as they were at `asOf`, newest first: the list route's history (listFacts) and a
+ * retrieval's mode "list" with asOf. `where` is a further condition on the current row (`facts`),
+ * which holds what never changes between revisions (id, scope) and what applies now (a hold).
+ */
+export async function factsAsOf(tx: Tx, principal: Principal, query: AsOfFilters, where: SQL | undefined, take: number): Promise<Fact[]> {
   const asOf = new Date(query.asOf!);
   const { tenantId } = principal;
   const atTime = tx.$with('at_time').as(
@@ -464,7 +489,7 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
         embeddingModel: embeddingModelOf(tenantId, factRevisions.factId, factRevisions.version).as('embedding_model'),
       })
       .from(factRevisions)
-      .where(and(eq(factRevisions.tenantId, tenantId), lte(factRevisions.recordedAt, asOf), after ? lt(factRevisions.factId, after) : undefined))
+      .where(and(eq(factRevisions.tenantId, tenantId), lte(factRevisions.recordedAt, asOf)))
       .orderBy(desc(factRevisions.factId), desc(factRevisions.version)),
   );
   const rows = await tx
@@ -480,6 +505,7 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
         isNull(atTime.invalidatedAt),
         or(isNull(atTime.expiresAt), gt(atTime.expiresAt, asOf)),
         ...filters(atTime as unknown as FilterColumns, query),
+        where,
       ),
     )
     .orderBy(desc(atTime.factId))
@@ -539,6 +565,7 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
       }
     }
     if (options.provenance) next.derivedFrom = [...current.derivedFrom, options.provenance];
+    if (options.review !== undefined) next.review = options.review;
 
     const validFrom = next.validFrom ?? current.validFrom;
     const validUntil = next.validUntil ?? current.validUntil;
@@ -559,7 +586,8 @@ export async function verifyFact(caller: Caller, id: string, body: VerifyBody): 
     }
     assertExpectedVersion(current, body.expectVersion);
     const now = await clock(tx);
-    return writeRevision(tx, current, { trust: 'verified', verifiedById: principal.sub, verifiedAt: now, recordedAt: now });
+    // A person has read it: a hold for review ends here.
+    return writeRevision(tx, current, { trust: 'verified', verifiedById: principal.sub, verifiedAt: now, recordedAt: now, review: null });
   });
 }
 

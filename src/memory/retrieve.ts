@@ -3,7 +3,7 @@
  * rank fusion. Every mode returns only facts the principal can see that are live and, with
  * `validAt`, valid then; all of it is in the SQL of each search.
  */
-import { and, desc, eq, type SQL } from 'drizzle-orm';
+import { and, desc, eq, isNull, type SQL, sql } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { type Tx, withTenant } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
@@ -15,9 +15,9 @@ import { appliesIn, live, typeIn, validAt } from './conditions.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { type ModelInfo, servingModel } from './fact-vectors.ts';
 import { ScopeMismatch } from '../core/errors.ts';
-import { factsByIds } from './facts.ts';
+import { factsAsOf, factsByIds } from './facts.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
-import { type Fact, type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrieveBody, type RetrieveResult } from './schemas.ts';
+import { type Fact, type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
 import { semanticSearch } from './semantic.ts';
 
 /** RRF's k, and the least depth of each list fused (100 beat 40 on every measure when one list was weak). */
@@ -79,7 +79,14 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   const filters: SQL[] = typeIn(facts.type, body.type, body.types);
   if (body.scope) filters.push(appliesIn(scope));
   if (body.validAt) filters.push(validAt(facts, new Date(body.validAt)));
-  const corpus: SQL[] = [live(), ...filters];
+  if (body.trust) filters.push(eq(facts.trust, body.trust));
+  if (body.memoryKind) filters.push(eq(facts.memoryKind, body.memoryKind));
+  if (body.subjectKind && body.subjectId) {
+    filters.push(sql`${facts.subjects} @> ${JSON.stringify([{ kind: body.subjectKind, id: body.subjectId }])}::jsonb`);
+  }
+  // Held for review (an agent remembered text that reads like an instruction): no mode returns
+  // it until a person verifies it (src/memory/remember.ts).
+  const corpus: SQL[] = [live(), notHeldForReview, ...filters];
   // Whether the searchable facts may be a small part of the tenant's: the semantic search then
   // counts them exactly before choosing its strategy (semantic.ts).
   const narrowed = filters.length > 0 || caller.principal.role !== 'admin';
@@ -93,6 +100,15 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
     retrievalDuration.observe({ mode }, tookMs / 1000);
     return { results, journal: { ...journal, tookMs: Math.round(tookMs * 10) / 10 } };
   };
+
+  if (mode === 'list' && body.asOf !== undefined) {
+    // History: each fact as it was then (the list route's asOf), among the facts that apply in
+    // the scope and are not held for review now.
+    return inTenantTransaction(caller, async (tx) => {
+      const found = await factsAsOf(tx, caller.principal, body, and(notHeldForReview, body.scope ? appliesIn(scope) : undefined), limit);
+      return finish({ mode }, found.map((fact) => ({ fact, score: null })));
+    }, SNAPSHOT);
+  }
 
   if (mode === 'list') {
     return inTenantTransaction(caller, async (tx) => {
@@ -109,8 +125,12 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
 
   const query = body.query!;
   const depth = mode === 'both' ? Math.max(FUSION_DEPTH, limit) : limit;
-  const keyword = (tx: Tx) => keywordSearch(tx, caller.principal, query, corpus, depth);
-  const semantic = (tx: Tx, embedded: QueryVector) => semanticList(caller, tx, query, embedded, corpus, depth, narrowed);
+  const floor = scoreFloors(mode, body.minScore);
+  const keyword = async (tx: Tx) => atLeast(await keywordSearch(tx, caller.principal, query, corpus, depth), floor.keyword);
+  const semantic = async (tx: Tx, embedded: QueryVector): Promise<SemanticList> => {
+    const list = await semanticList(caller, tx, query, embedded, corpus, depth, narrowed);
+    return 'degraded' in list ? list : { ...list, ranked: atLeast(list.ranked, floor.semantic) };
+  };
   // The query is embedded before the semantic search takes a connection (and while the keyword
   // search of `both` runs): a slow endpoint must not hold a database connection.
   const embedded = mode === 'keyword' ? undefined : embedQuery(caller, query);
@@ -161,6 +181,18 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   }
   return bothConcurrently(caller, keyword, embedded!, semantic, fuseAndLoad);
 }
+
+const notHeldForReview = isNull(facts.review);
+
+/** The floor of each search's own score (DESIGN §5): a number names the mode's one search. */
+function scoreFloors(mode: RetrievalMode, minScore: RetrieveBody['minScore']): { keyword?: number | undefined; semantic?: number | undefined } {
+  if (minScore === undefined) return {};
+  if (typeof minScore === 'object') return minScore;
+  return mode === 'keyword' ? { keyword: minScore } : { semantic: minScore };
+}
+
+/** A ranked list cut where its scores fall below the floor (each list is best first). */
+const atLeast = (ranked: RankedId[], floor: number | undefined) => (floor === undefined ? ranked : ranked.filter((r) => r.score >= floor));
 
 /** For what reads in more than one statement (keyword's statistics and scores, a list and its facts). */
 const SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'read only' } as const;

@@ -3,7 +3,7 @@
  * generated from them, and the TypeScript client infers its types from them: one definition.
  */
 import { z } from '@hono/zod-openapi';
-import { memoryKinds } from '../db/schema/facts.ts';
+import { memoryKinds, reviewStates } from '../db/schema/facts.ts';
 import { CONTENT_MAX_DEPTH, textSchema, TimestampSchema, unstorableJson } from '../db/storable.ts';
 
 export { TimestampSchema } from '../db/storable.ts';
@@ -201,6 +201,10 @@ export const FactSchema = z
     recordedAt: z.string(),
     invalidatedAt: z.string().nullable(),
     invalidationReason: z.enum(['deleted', 'expired', 'erased']).nullable(),
+    review: z.enum(reviewStates).nullable().openapi({
+      description:
+        '"pending": an agent remembered text that reads like an instruction; no retrieval returns the fact until a person verifies it (which clears this). List them with ?review=pending',
+    }),
   })
   .openapi('Fact');
 
@@ -261,6 +265,7 @@ export const ListQuerySchema = z
     subjectId: IdSchema.optional(),
     validAt: TimestampSchema.optional(),
     asOf: TimestampSchema.optional(),
+    review: z.enum(reviewStates).optional().openapi({ description: '"pending": the facts held for review, which retrieval does not return until verified' }),
     limit: z
       .string()
       .regex(/^[0-9]+$/, 'must be a whole number')
@@ -294,13 +299,62 @@ export const QUERY_MAX_CHARS = 4000;
 export const retrievalModes = ['list', 'keyword', 'semantic', 'both'] as const;
 export type RetrievalMode = (typeof retrievalModes)[number];
 
+/** Floors of each search's own score (DESIGN §5): BM25's is 0 or more, a cosine similarity is -1 to 1. */
+const KeywordFloorSchema = z.number().min(0, 'a keyword (BM25) score is 0 or more');
+const SemanticFloorSchema = z.number().min(-1, 'a cosine similarity is -1 to 1').max(1, 'a cosine similarity is -1 to 1');
+
+const MinScoreSchema = z
+  .union([z.number(), z.strictObject({ keyword: KeywordFloorSchema.optional(), semantic: SemanticFloorSchema.optional() })])
+  .openapi({
+    description:
+      'Leave out facts scoring below this in their search: the BM25 score in mode "keyword", the cosine similarity (-1 to 1) in "semantic". ' +
+      'A number applies to the mode\'s one search; {keyword?, semantic?} names each (in "both" each list is cut before fusion, so a fact may still come in through the other list). ' +
+      'Without it every search returns its best facts however weak; with it a search for something never stored can return nothing.',
+    example: { semantic: 0.35 },
+  });
+
 const retrievalFilters = {
   type: FactTypeSchema.optional(),
   types: z.array(FactTypeSchema).min(1).max(50, 'at most 50 types').optional(),
   scope: ScopeInputSchema.optional(),
   limit: z.number().int().min(1, 'must be at least 1').max(RETRIEVE_LIMIT_MAX, `must be at most ${RETRIEVE_LIMIT_MAX}`).optional(),
   validAt: TimestampSchema.optional(),
+  trust: z.enum(['asserted', 'unverified', 'verified']).optional(),
+  memoryKind: MemoryKindSchema.optional(),
+  subjectKind: z.enum(['participant', 'user', 'external']).optional(),
+  subjectId: IdSchema.optional(),
+  asOf: TimestampSchema.optional().openapi({
+    description: 'Mode "list" only: the facts as they were at this time (the search indexes hold current text, so searches cannot look back)',
+  }),
+  minScore: MinScoreSchema.optional(),
 };
+
+type FilterBody = {
+  mode?: RetrievalMode | undefined;
+  subjectKind?: string | undefined;
+  subjectId?: string | undefined;
+  asOf?: string | undefined;
+  minScore?: number | { keyword?: number | undefined; semantic?: number | undefined } | undefined;
+};
+
+/** The rules the retrieval filters share, as refinements on the body that holds them. */
+function refineFilters(body: FilterBody, ctx: z.RefinementCtx): void {
+  const mode = body.mode ?? 'both';
+  if ((body.subjectKind === undefined) !== (body.subjectId === undefined)) {
+    ctx.addIssue({ code: 'custom', message: 'subjectKind and subjectId go together', path: ['subjectKind'] });
+  }
+  if (body.asOf !== undefined && mode !== 'list') {
+    ctx.addIssue({ code: 'custom', message: 'asOf needs mode "list": the search indexes hold current text, so a search cannot look back', path: ['asOf'] });
+  }
+  if (body.minScore !== undefined && mode === 'list') {
+    ctx.addIssue({ code: 'custom', message: 'mode "list" does not score facts; minScore needs "keyword", "semantic" or "both"', path: ['minScore'] });
+  }
+  if (typeof body.minScore === 'number') {
+    const floor = mode === 'keyword' ? KeywordFloorSchema : mode === 'semantic' ? SemanticFloorSchema : undefined;
+    const message = floor ? floor.safeParse(body.minScore).error?.issues[0]?.message : mode === 'both' ? 'mode "both" fuses two searches with their own scores: give {keyword, semantic}' : undefined;
+    if (message) ctx.addIssue({ code: 'custom', message, path: ['minScore'] });
+  }
+}
 
 const QuerySchema = textSchema().trim().min(1, 'must not be empty').max(QUERY_MAX_CHARS, `must be at most ${QUERY_MAX_CHARS} characters`);
 
@@ -317,6 +371,7 @@ export const RetrieveBodySchema = z
       .optional(),
   })
   .refine(needsQuery, { message: 'is required unless mode is "list"', path: ['query'] })
+  .superRefine(refineFilters)
   .openapi('RetrieveBody');
 
 export const JournalSchema = z
@@ -349,6 +404,7 @@ export const ContextBodySchema = z
     ...retrievalFilters,
     instructionTypes: z.array(FactTypeSchema).max(50, 'at most 50 types').optional(),
   })
+  .superRefine(refineFilters)
   .openapi('ContextBody');
 
 export const ContextResultSchema = z

@@ -11,6 +11,7 @@ import { startTestApi, TEST_SECRET, type TestApi, tokenFor } from '../helpers/ap
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort, startProcess } from '../helpers/process.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const WASHER = 'end-7 orders spare parts for a washing machine.';
 
@@ -105,6 +106,91 @@ describe('retrieval with embeddings (the real local model)', () => {
     const response = await retrieve({ mode: 'keyword', query: 'parts filing refrigerator', scope: { projectId: 'p2' }, limit: 100 });
     const found = response.body.results.map((r: { fact: { id: string } }) => r.fact.id).sort();
     expect(found).toEqual([ids.tax, ids.fridge].sort());
+  });
+
+  describe('the list filters, minScore and asOf', () => {
+    let tenant: { tenantId: string; admin: string };
+    const seeded: Record<string, string> = {};
+    let beforeSupersede: string;
+
+    beforeAll(async () => {
+      tenant = await api.newTenant('retrieve-filters');
+      const seed = async (name: string, body: Record<string, unknown>) => {
+        const response = await api.request('POST', '/v1/memory/facts', { token: tenant.admin, body: { type: 'acme.note', ...body } });
+        expect(response.status).toBe(201);
+        seeded[name] = response.body.id;
+      };
+      await seed('asserted', { content: { text: 'The boiler service contract renews in October.' }, memoryKind: 'semantic', subjects: [{ kind: 'participant', id: 'end-1' }] });
+      await seed('unverified', { content: { text: 'The boiler pressure was low on Tuesday.' }, trust: 'unverified', memoryKind: 'episodic', subjects: [{ kind: 'participant', id: 'end-2' }] });
+      await seed('verified', { content: { text: 'The boiler warranty runs until 2028.' } });
+      const verify = await api.request('POST', `/v1/memory/facts/${seeded.verified}/verify`, { token: tenant.admin, body: {} });
+      expect(verify.status).toBe(200);
+      beforeSupersede = new Date().toISOString();
+      await sleep(5);
+      const superseded = await api.request('POST', `/v1/memory/facts/${seeded.asserted}/supersede`, { token: tenant.admin, body: { content: { text: 'The boiler service contract renews in November.' } } });
+      expect(superseded.status).toBe(200);
+      await api.embeddings!.settled(tenant.tenantId);
+    }, 60_000);
+
+    const search = (body: Record<string, unknown>) => api.request('POST', '/v1/memory/retrieve', { token: tenant.admin, body: { query: 'boiler', limit: 100, ...body } });
+    const idsOf = (response: { body: { results: { fact: { id: string } }[] } }) => response.body.results.map((r) => r.fact.id).sort();
+
+    it.each(['list', 'keyword', 'semantic', 'both'])('keeps only what trust, memoryKind and subject name, in %s mode', async (mode) => {
+      expect(idsOf(await search({ mode })), 'unfiltered').toEqual(Object.values(seeded).sort());
+      expect(idsOf(await search({ mode, trust: 'unverified' }))).toEqual([seeded.unverified]);
+      expect(idsOf(await search({ mode, trust: 'verified' }))).toEqual([seeded.verified]);
+      expect(idsOf(await search({ mode, memoryKind: 'semantic' }))).toEqual([seeded.asserted]);
+      expect(idsOf(await search({ mode, subjectKind: 'participant', subjectId: 'end-2' }))).toEqual([seeded.unverified]);
+      const context = await api.request('POST', '/v1/memory/context', { token: tenant.admin, body: { query: 'boiler', mode, memoryKind: 'episodic' } });
+      expect(context.body.factIds).toEqual([seeded.unverified]);
+    });
+
+    it('refuses a subject kind without its id, asOf outside list mode, and minScore where it has no meaning', async () => {
+      for (const body of [
+        { mode: 'keyword', subjectKind: 'participant' },
+        { mode: 'keyword', asOf: beforeSupersede },
+        { mode: 'list', minScore: 0.5 },
+        { mode: 'both', minScore: 0.5 },
+        { mode: 'semantic', minScore: { semantic: 2 } },
+        { mode: 'semantic', minScore: 1.5 },
+        { mode: 'keyword', minScore: -1 },
+      ]) {
+        const response = await search(body);
+        expect(response.status, JSON.stringify(body)).toBe(400);
+        expect(response.body.error.code).toBe('bad-input');
+      }
+    });
+
+    it('with minScore, a search for something never stored returns nothing instead of the least bad facts', async () => {
+      const unrelated = { query: 'quantum chromodynamics on a lattice' };
+      const semantic = await search({ ...unrelated, mode: 'semantic' });
+      expect(semantic.body.results.length, 'without a floor the nearest facts come back').toBe(3);
+      const best = semantic.body.results[0].score as number;
+      expect(best).toBeLessThan(0.5);
+      expect((await search({ ...unrelated, mode: 'semantic', minScore: 0.5 })).body.results).toEqual([]);
+      // The floor cuts exactly at the score: what remains is what scored at least that.
+      const floored = await search({ mode: 'semantic', query: 'boiler service contract', minScore: best });
+      const all = await search({ mode: 'semantic', query: 'boiler service contract' });
+      expect(floored.body.results).toEqual(all.body.results.filter((r: { score: number }) => r.score >= best));
+      expect(floored.body.results.length).toBeGreaterThan(0);
+      // Keyword scores are BM25's; in both each list is cut before fusion.
+      const keyword = await search({ mode: 'keyword', query: 'boiler warranty' });
+      const top = keyword.body.results[0].score as number;
+      expect((await search({ mode: 'keyword', query: 'boiler warranty', minScore: top })).body.results.map((r: { score: number }) => r.score)).toEqual([top]);
+      const both = await search({ ...unrelated, mode: 'both', minScore: { semantic: 0.5 } });
+      expect(both.body.results).toEqual([]);
+      expect((await search({ ...unrelated, mode: 'both' })).body.results.length).toBe(3);
+    });
+
+    it('lists as of a time in list mode: each fact as it was then', async () => {
+      const then = await search({ mode: 'list', asOf: beforeSupersede });
+      const asserted = then.body.results.find((r: { fact: { id: string } }) => r.fact.id === seeded.asserted);
+      expect(asserted.fact).toMatchObject({ version: 1, content: { text: 'The boiler service contract renews in October.' } });
+      expect(idsOf(then)).toEqual(Object.values(seeded).sort());
+      const now = await search({ mode: 'list' });
+      expect(now.body.results.find((r: { fact: { id: string } }) => r.fact.id === seeded.asserted).fact.version).toBe(2);
+      expect((await search({ mode: 'list', asOf: '2000-01-01T00:00:00Z' })).body.results).toEqual([]);
+    });
   });
 
   it('renders a <memory> block that no fact can close', async () => {

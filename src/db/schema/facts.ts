@@ -13,6 +13,14 @@ export type MemoryKind = (typeof memoryKinds)[number];
 export const invalidationReasons = ['deleted', 'expired', 'erased'] as const;
 export type InvalidationReason = (typeof invalidationReasons)[number];
 
+/**
+ * Why a fact waits for a person before any retrieval returns it: `pending` when an agent
+ * remembered text that reads like an instruction (src/memory/instruction-like.ts). Verifying the
+ * fact clears it (null).
+ */
+export const reviewStates = ['pending'] as const;
+export type ReviewState = (typeof reviewStates)[number];
+
 export interface Subject {
   kind: 'participant' | 'user' | 'external';
   id: string;
@@ -70,6 +78,7 @@ function revisionColumns() {
     recordedAt: timestamptz('recorded_at').notNull().defaultNow(),
     invalidatedAt: timestamptz('invalidated_at'),
     invalidationReason: text('invalidation_reason', { enum: invalidationReasons }),
+    review: text('review', { enum: reviewStates }),
   };
 }
 
@@ -84,6 +93,7 @@ type CheckedColumns = Record<
   | 'assertedByKind'
   | 'memoryKind'
   | 'invalidationReason'
+  | 'review'
   | 'keepDays'
   | 'validFrom'
   | 'validUntil'
@@ -100,6 +110,7 @@ function revisionChecks(prefix: string, t: CheckedColumns) {
     check(`${prefix}_asserted_by_kind_known`, oneOf(t.assertedByKind, principalKinds)),
     check(`${prefix}_memory_kind_known`, oneOf(t.memoryKind, memoryKinds)),
     check(`${prefix}_invalidation_reason_known`, oneOf(t.invalidationReason, invalidationReasons)),
+    check(`${prefix}_review_known`, oneOf(t.review, reviewStates)),
     check(`${prefix}_keep_days_positive`, sql`${t.keepDays} >= 1`),
     check(`${prefix}_validity_ordered`, sql`${t.validFrom} <= ${t.validUntil}`),
     // A conversation (participant, thread, session) belongs to a project or a user (DESIGN §3).
@@ -165,6 +176,10 @@ export const facts = pgTable(
     // The coverage report's order (KiwiFS's: path bytewise, then id), so a page of episodes is
     // read in order and stops at its end instead of sorting every episode of the tenant.
     index('facts_report_order_idx').on(t.tenantId, sql`(coalesce(path, '') collate "C")`, t.id),
+    // The review queue (`?review=pending`): a few facts among many, found without a scan.
+    index('facts_review_idx')
+      .on(t.tenantId, t.id)
+      .where(sql`${t.review} is not null`),
     index('facts_expiry_idx')
       .on(t.tenantId, t.expiresAt)
       .where(sql`${t.expiresAt} is not null and ${t.invalidatedAt} is null`),
