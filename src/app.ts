@@ -23,6 +23,7 @@ import { docsRoutes } from './http/docs.ts';
 import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
 import type { Logger } from './log.ts';
 import { MCP_PATH, mcpRoutes } from './mcp/server.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from './memory/remember-settings.ts';
 import type { QueryEmbedder } from './memory/retrieve.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -80,10 +81,12 @@ export interface AppDependencies {
   reads?: ReadRouting | undefined;
   /** Rate limits per route class (src/http/rate-limit.ts); absent, nothing is limited. */
   rateLimiter?: RateLimiter | undefined;
+  /** What the MCP tool `kindgi_remember` writes, and where (MNEMO_MCP_*); absent, the defaults. */
+  mcp?: Omit<RememberSettings, 'erasureKey'> | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey, reads, rateLimiter }: AppDependencies) {
+export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey, reads, rateLimiter, mcp = DEFAULT_REMEMBER_SETTINGS }: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
   const dispatch = dispatcher ?? createDispatcher({ logger });
 
@@ -116,7 +119,19 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   app.route('/', episodeRoutes({ db, dispatch, reads }));
   app.route('/', erasureRoutes({ db, dispatch, erasureKey }));
   // MCP over streamable HTTP: its own body limit and bearer check (401 with WWW-Authenticate).
-  app.route('/', mcpRoutes({ db, verifyToken, logger, maxBodyBytes: BODY_LIMIT_BYTES, rateLimit: rateLimiter && limitMcpToolCalls(rateLimiter) }));
+  app.route(
+    '/',
+    mcpRoutes({
+      db,
+      verifyToken,
+      logger,
+      maxBodyBytes: BODY_LIMIT_BYTES,
+      rateLimit: rateLimiter && limitMcpToolCalls(rateLimiter),
+      embedder: embeddings?.embedder,
+      remember: { ...mcp, erasureKey },
+      dispatch,
+    }),
+  );
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
   describeMcp(app.openAPIRegistry, MCP_PATH);

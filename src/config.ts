@@ -3,6 +3,7 @@ import type { DistributionSetting } from './db/distribute.ts';
 import { resolveDataDir } from './embedded/data-dir.ts';
 import { localSecret, SECRET_FILES } from './embedded/secrets.ts';
 import { LOCAL_MODEL } from './embeddings/local-model.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from './memory/remember-settings.ts';
 import { redactUrl } from './redact.ts';
 
 /**
@@ -195,6 +196,29 @@ const environmentSchema = z
     MNEMO_RATE_LIMIT_SEARCHES: rateLimitSetting(defaultRateLimits.searches),
     MNEMO_RATE_LIMIT_REPORTS: rateLimitSetting(defaultRateLimits.reports),
     MNEMO_RATE_LIMIT_READS: rateLimitSetting(defaultRateLimits.reads),
+    MNEMO_MCP_REMEMBER_TYPES: z.preprocess(
+      (value) => (value === undefined || value === '' ? DEFAULT_REMEMBER_SETTINGS.types.join(',') : value),
+      z
+        .string()
+        .transform((value) => [...new Set(value.split(',').map((type) => type.trim()).filter(Boolean))])
+        .pipe(
+          z
+            .array(z.string().max(128, 'holds a type longer than 128 characters').regex(/^[a-z0-9][a-z0-9._-]*$/, 'must be fact types (^[a-z0-9][a-z0-9._-]*$), comma-separated'))
+            .min(1, 'must name at least one fact type'),
+        ),
+    ),
+    MNEMO_MCP_REMEMBER_KEEP_DAYS: z.preprocess(
+      (value) => (value === undefined || value === '' ? DEFAULT_REMEMBER_SETTINGS.keepDays : value),
+      z.coerce.number({ message: 'must be a number of days' }).int('must be a whole number of days').min(1, 'must be at least 1').max(36_500, 'must be at most 36500'),
+    ),
+    MNEMO_MCP_REVIEW: z.preprocess(
+      (value) => (value === undefined || value === '' ? DEFAULT_REMEMBER_SETTINGS.review : value),
+      z.enum(['instruction-like', 'all'], { message: 'must be "instruction-like" (hold what reads like an instruction) or "all" (hold everything agents remember)' }),
+    ),
+    MNEMO_MCP_SCOPE: z.preprocess(
+      (value) => (value === undefined || value === '' ? DEFAULT_REMEMBER_SETTINGS.scope : value),
+      z.enum(['user', 'tenant'], { message: 'must be "user" (each caller\'s own facts) or "tenant" (tenant-wide)' }),
+    ),
   })
   .superRefine((env, ctx) => {
     if (env.KINDGI_MEMORY_EMBEDDINGS === 'openai-compat') {
@@ -284,6 +308,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** MNEMO_RATE_LIMIT_*: per route class, kept in Redis for every API node (in this process without it). */
   rateLimits: RateLimits;
+  /** MNEMO_MCP_*: what `kindgi_remember` writes, and where (src/memory/remember.ts). */
+  mcp: Omit<RememberSettings, 'erasureKey'>;
 }
 
 export interface MigrateConfig {
@@ -404,6 +430,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
       reports: e.MNEMO_RATE_LIMIT_REPORTS,
       reads: e.MNEMO_RATE_LIMIT_READS,
     },
+    mcp: { types: e.MNEMO_MCP_REMEMBER_TYPES, keepDays: e.MNEMO_MCP_REMEMBER_KEEP_DAYS, scope: e.MNEMO_MCP_SCOPE, review: e.MNEMO_MCP_REVIEW },
   };
 }
 

@@ -67,6 +67,7 @@ async function main(): Promise<void> {
     erasureKey: config.erasureKey,
     reads,
     rateLimiter,
+    mcp: config.mcp,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {

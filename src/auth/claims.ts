@@ -15,12 +15,33 @@ const grantsSchema = z
   .object({ read: z.array(idSchema).default([]), write: z.array(idSchema).default([]) })
   .default({ read: [], write: [] });
 
-/** The claims Mnemo reads from a verified token (DESIGN §3). */
+/**
+ * Where the MCP tools remember and recall for this token (docs/decisions.md, "MCP tools"): scope
+ * keys as a fact's scope has them. An app that mints a token for an agent talking to one end
+ * user puts that conversation here; the model's arguments never choose a scope.
+ */
+const mcpClaimSchema = z
+  .object({
+    scope: z
+      .strictObject({
+        orgId: idSchema.optional(),
+        projectId: idSchema.optional(),
+        userId: idSchema.optional(),
+        participantId: idSchema.optional(),
+        threadId: idSchema.optional(),
+        sessionId: idSchema.optional(),
+      })
+      .optional(),
+  })
+  .optional();
+
+/** The claims Mnemo reads from a verified token (DESIGN §3, plus the optional `mcp`). */
 export const claimsSchema = z.object({
   sub: idSchema,
   tid: idSchema,
   role: z.enum(roles),
   projects: grantsSchema,
   orgs: grantsSchema,
+  mcp: mcpClaimSchema,
 });
 export type Claims = z.infer<typeof claimsSchema>;

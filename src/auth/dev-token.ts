@@ -19,7 +19,7 @@ export interface DevTokenOptions {
 export async function mintDevToken(options: DevTokenOptions): Promise<{ token: string; claims: Claims }> {
   const claims = claimsSchema.parse(options.claims);
   const issuedAt = Math.floor((options.now ?? new Date()).getTime() / 1000);
-  let jwt = new SignJWT({ tid: claims.tid, role: claims.role, projects: claims.projects, orgs: claims.orgs })
+  let jwt = new SignJWT({ tid: claims.tid, role: claims.role, projects: claims.projects, orgs: claims.orgs, ...(claims.mcp && { mcp: claims.mcp }) })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(claims.sub)
     .setIssuedAt(issuedAt)

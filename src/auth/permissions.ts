@@ -20,6 +20,8 @@ export interface Principal {
   role: 'admin' | 'member' | 'service';
   projects: { read: string[]; write: string[] };
   orgs: { read: string[]; write: string[] };
+  /** Claim `mcp.scope`: where the MCP tools remember and recall; absent, the server's setting decides. */
+  mcpScope?: Scope | undefined;
 }
 
 /** A fact's scope keys. `null` and `undefined` both mean "absent". */

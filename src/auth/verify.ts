@@ -178,8 +178,8 @@ export function createTokenVerifier(auth: Config['auth']): TokenVerifier {
       const issue = claims.error.issues[0]!;
       throw unauthenticated(`Token claim ${issue.path.join('.') || 'payload'} is invalid: ${issue.message}`);
     }
-    const { sub, tid, role, projects, orgs } = claims.data;
-    const principal: Principal = { tenantId: tid, sub, role, projects, orgs };
+    const { sub, tid, role, projects, orgs, mcp } = claims.data;
+    const principal: Principal = { tenantId: tid, sub, role, projects, orgs, ...(mcp?.scope && { mcpScope: mcp.scope }) };
     // requiredClaims makes exp present; jose has checked it is a number.
     verified.set(token, principal, (payload as { exp: number }).exp);
     return principal;

@@ -170,7 +170,11 @@ export function routeClass(method: string, path: string): RateLimitClass | undef
 }
 
 /** The class of each MCP tool: what the tool does over /v1. test/e2e/rate-limit.test.ts checks every tool has one. */
-export const mcpToolClasses: Readonly<Record<string, RateLimitClass>> = { kiwi_memory_report: 'reports' };
+export const mcpToolClasses: Readonly<Record<string, RateLimitClass>> = {
+  kindgi_remember: 'writes',
+  memory_retrieve: 'searches',
+  kiwi_memory_report: 'reports',
+};
 
 /** The classes of the tools an MCP request calls (JSON-RPC `tools/call`, alone or in a batch). */
 export function mcpCallClasses(message: unknown): Set<RateLimitClass> {

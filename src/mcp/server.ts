@@ -25,13 +25,18 @@ import type { AppEnv } from '../http/app-env.ts';
 import { errorBody, respondWithError } from '../http/errors.ts';
 import { openApiInfo } from '../http/openapi.ts';
 import type { Logger } from '../log.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../memory/remember-settings.ts';
+import type { QueryEmbedder } from '../memory/retrieve.ts';
+import { registerKindgiRemember } from './kindgi-remember.ts';
 import { registerKiwiMemoryReport } from './kiwi-memory-report.ts';
+import { registerMemoryRetrieve } from './memory-retrieve.ts';
 import type { ToolContext, ToolRegistration } from './tool.ts';
 
 export const MCP_PATH = '/mcp';
 
 /** Every tool the server offers. A new tool: one file exporting a `ToolRegistration`, one line here. */
-const tools: ToolRegistration[] = [registerKiwiMemoryReport];
+const tools: ToolRegistration[] = [registerKindgiRemember, registerMemoryRetrieve, registerKiwiMemoryReport];
 
 /** A server with every tool, bound to one caller: built per request (see above). */
 export function createMcpServer(context: ToolContext): McpServer {
@@ -48,11 +53,27 @@ export interface McpRouteDependencies {
   maxBodyBytes: number;
   /** Counts tool calls in their class's rate limits (src/http/rate-limit.ts), once the caller is known. */
   rateLimit?: MiddlewareHandler<AppEnv> | undefined;
+  /** Search by meaning for `memory_retrieve`, when this runtime has embeddings. */
+  embedder?: QueryEmbedder | undefined;
+  /** What `kindgi_remember` writes, and where (MNEMO_MCP_*); absent, the defaults. */
+  remember?: RememberSettings | undefined;
+  /** Queues a remembered fact's vector after its commit; absent, the reconciler does. */
+  dispatch?: Dispatcher | undefined;
 }
 
 /** `POST /mcp`, and 405 for every other method. */
-export function mcpRoutes({ db, verifyToken, logger, maxBodyBytes, rateLimit = (_c, next) => next() }: McpRouteDependencies) {
+export function mcpRoutes({
+  db,
+  verifyToken,
+  logger,
+  maxBodyBytes,
+  rateLimit = (_c, next) => next(),
+  embedder,
+  remember: settings = DEFAULT_REMEMBER_SETTINGS,
+  dispatch,
+}: McpRouteDependencies) {
   const routes = new Hono<AppEnv>();
+  const remember = { settings, afterWrite: async (tenantId: string) => dispatch?.embedding(tenantId) };
 
   routes.post(
     MCP_PATH,
@@ -65,7 +86,7 @@ export function mcpRoutes({ db, verifyToken, logger, maxBodyBytes, rateLimit = (
     rateLimit,
     async (c) => {
       const requestId = c.get('requestId');
-      const server = createMcpServer({ db, principal: principalOf(c), logger, requestId });
+      const server = createMcpServer({ db, principal: principalOf(c), logger, requestId, embedder, remember });
       server.server.onerror = (error) => logger.warn('MCP request refused', { requestId, error: error.message });
       const transport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: undefined,

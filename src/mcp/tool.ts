@@ -6,6 +6,8 @@ import { AppError } from '../errors.ts';
 import { databaseUnavailable } from '../db/errors.ts';
 import { errorBody } from '../http/errors.ts';
 import type { Logger } from '../log.ts';
+import type { RememberSettings } from '../memory/remember-settings.ts';
+import type { QueryEmbedder } from '../memory/retrieve.ts';
 
 /** What every tool call runs with: the caller (from the bearer token) and the services. */
 export interface ToolContext {
@@ -13,6 +15,13 @@ export interface ToolContext {
   principal: Principal;
   logger: Logger;
   requestId: string;
+  /** Search by meaning, when this runtime has embeddings. */
+  embedder?: QueryEmbedder | undefined;
+  remember: {
+    settings: RememberSettings;
+    /** After a remembered fact committed: its vector queued (once per call). */
+    afterWrite: (tenantId: string) => Promise<void>;
+  };
 }
 
 /** One tool of the MCP server: registers itself, with its schemas, on a fresh server. */

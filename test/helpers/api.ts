@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { inject } from 'vitest';
 import { createApp, type EmbeddingServices } from '../../src/app.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../../src/memory/remember-settings.ts';
 import { answerMalformedRequests } from '../../src/http/connections.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
@@ -31,6 +32,8 @@ export interface TokenClaims {
   role?: 'admin' | 'member' | 'service';
   projects?: { read?: string[]; write?: string[] };
   orgs?: { read?: string[]; write?: string[] };
+  /** Where the MCP tools remember and recall for this token. */
+  mcp?: { scope?: Record<string, string> };
 }
 
 /** A valid HS256 token for the test server. */
@@ -43,6 +46,7 @@ export async function tokenFor(claims: TokenClaims, options: { secret?: string; 
       role: claims.role ?? 'admin',
       projects: { read: claims.projects?.read ?? [], write: claims.projects?.write ?? [] },
       orgs: { read: claims.orgs?.read ?? [], write: claims.orgs?.write ?? [] },
+      ...(claims.mcp && { mcp: claims.mcp }),
     },
     ttlSeconds: options.ttlSeconds ?? 600,
   });
@@ -102,6 +106,8 @@ export async function startTestApi(
     database?: TestDatabase;
     /** Rate limits, as MNEMO_RATE_LIMIT_* set them (none by default). */
     rateLimiter?: RateLimiter;
+    /** What the MCP tool kindgi_remember writes, as MNEMO_MCP_* set it (the defaults otherwise). */
+    mcp?: Partial<Omit<RememberSettings, 'erasureKey'>>;
   } = {},
 ): Promise<TestApi> {
   const db = options.database ?? (await createTestDatabase());
@@ -120,6 +126,7 @@ export async function startTestApi(
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() }, degradable: ['redis'] },
     rateLimiter: options.rateLimiter,
+    mcp: { ...DEFAULT_REMEMBER_SETTINGS, ...options.mcp },
   });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
   answerMalformedRequests(server);
