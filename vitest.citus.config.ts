@@ -20,6 +20,7 @@ export default defineConfig({
       'test/e2e/erasure.test.ts',
       'test/e2e/security.test.ts',
       'test/e2e/idempotency.test.ts',
+      'test/e2e/mcp-memory.test.ts',
       'test/integration/keyword.test.ts',
       'test/integration/vector-search.test.ts',
       'test/integration/retention.test.ts',
