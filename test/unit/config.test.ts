@@ -163,6 +163,24 @@ describe('loadConfig', () => {
     expect(text).not.toContain('\n');
   });
 
+  it('reads what the MCP tool kindgi_remember writes, and where (MNEMO_MCP_*), with defaults', () => {
+    expect(loadConfig(base, 'api').mcp).toEqual({ types: ['note', 'preference', 'fact'], keepDays: 30, scope: 'user', review: 'instruction-like' });
+    const set = loadConfig(
+      { ...base, MNEMO_MCP_REMEMBER_TYPES: ' acme.note, acme.preference ,acme.note', MNEMO_MCP_REMEMBER_KEEP_DAYS: '7', MNEMO_MCP_SCOPE: 'tenant', MNEMO_MCP_REVIEW: 'all' },
+      'api',
+    );
+    expect(set.mcp).toEqual({ types: ['acme.note', 'acme.preference'], keepDays: 7, scope: 'tenant', review: 'all' });
+    for (const [variable, value, message] of [
+      ['MNEMO_MCP_REMEMBER_TYPES', 'Notes', 'must be fact types (^[a-z0-9][a-z0-9._-]*$), comma-separated'],
+      ['MNEMO_MCP_REMEMBER_TYPES', ' , ', 'must name at least one fact type'],
+      ['MNEMO_MCP_REMEMBER_KEEP_DAYS', '0', 'must be at least 1'],
+      ['MNEMO_MCP_SCOPE', 'project', 'must be "user" (each caller\'s own facts) or "tenant" (tenant-wide)'],
+      ['MNEMO_MCP_REVIEW', 'none', 'must be "instruction-like" (hold what reads like an instruction) or "all" (hold everything agents remember)'],
+    ] as const) {
+      expect(failure(() => loadConfig({ ...base, [variable]: value }, 'api'))).toBe(`Invalid configuration: ${variable} ${message}`);
+    }
+  });
+
   it('reads the purge grace in days, 0 allowed (purge as soon as the sweep runs)', () => {
     expect(loadConfig({ ...base, MNEMO_PURGE_GRACE_DAYS: '0' }, 'worker').purgeGraceMs).toBe(0);
     expect(loadConfig({ ...base, MNEMO_PURGE_GRACE_DAYS: '1.5' }, 'worker').purgeGraceMs).toBe(36 * 3600 * 1000);
