@@ -7,8 +7,8 @@
  *   `/mcp` are described with their own answers;
  * - a standard generator (openapi-typescript) turns the document into types that a typed call
  *   compiles against, and that a wrong call does not;
- * - `/docs` is Scalar's reference page over `/openapi.json`, its script served by this server
- *   (no CDN) and allowed by the page's Content-Security-Policy.
+ * - `/docs` is Swagger UI's page over `/openapi.json`, its script and stylesheet served by this
+ *   server (no CDN) and allowed by the page's Content-Security-Policy, which allows nothing else.
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -208,31 +208,42 @@ describe('the API description: /openapi.json and /docs', () => {
     }
   });
 
-  it("serves Scalar's reference over /openapi.json without a token, its script from this server, allowed by its CSP", async () => {
+  it('serves Swagger UI over /openapi.json without a token, its files from this server, allowed by its CSP and nothing else', async () => {
     const page = await fetch(`${api.baseUrl}/docs`);
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await page.text();
-    expect(html).toContain('Scalar.createApiReference');
+    expect(html).toContain('SwaggerUIBundle(');
     expect(html).toMatch(/"url":\s*"\/openapi\.json"/);
-    expect(html).toMatch(/"preferredSecurityScheme":\s*"bearer"/);
+    // The validator badge would send the document's URL to validator.swagger.io.
+    expect(html).toMatch(/"validatorUrl":\s*null/);
     // Nothing from elsewhere: no CDN, no fonts.
-    expect(html).not.toMatch(/https?:\/\//);
+    expect(html).not.toMatch(/https?:\/\/|\/\/[a-z]/i);
 
-    const src = html.match(/<script src="([^"]+)"/)?.[1];
-    expect(src).toMatch(/^\/docs\/scalar\.js\?v=/);
-    const script = await fetch(`${api.baseUrl}${src}`);
-    expect(script.status).toBe(200);
-    expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
-    expect(script.headers.get('content-encoding')).toBe('gzip');
-    expect(await script.text()).toContain('createApiReference');
+    const script = html.match(/<script src="([^"]+)"/)?.[1];
+    const style = html.match(/<link rel="stylesheet" href="([^"]+)"/)?.[1];
+    expect(script).toMatch(/^\/docs\/swagger-ui-bundle\.js\?v=[\w-]{16}$/);
+    expect(style).toMatch(/^\/docs\/swagger-ui\.css\?v=[\w-]{16}$/);
+    for (const [src, contentType, content] of [
+      [script, /^text\/javascript/, 'SwaggerUIBundle'],
+      [style, /^text\/css/, '.swagger-ui'],
+    ] as const) {
+      const asset = await fetch(`${api.baseUrl}${src}`);
+      expect(asset.status).toBe(200);
+      expect(asset.headers.get('content-type')).toMatch(contentType);
+      expect(asset.headers.get('content-encoding')).toBe('gzip');
+      expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      expect(await asset.text()).toContain(content);
+    }
 
     const csp = page.headers.get('content-security-policy') ?? '';
+    const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...sources]) => [name!, sources.join(' ')]));
     const inline = [...html.matchAll(/<script(?![^>]*\ssrc=)[^>]*>([\s\S]*?)<\/script>/g)].map(([, body]) => body!);
     expect(inline).toHaveLength(1);
-    const scriptSrc = csp.split(';').map((d) => d.trim()).find((d) => d.startsWith('script-src '));
-    expect(scriptSrc).toBe(`script-src 'self' 'sha256-${createHash('sha256').update(inline[0]!).digest('base64')}'`);
-    expect(csp).toContain("connect-src 'self'");
-    expect(csp).not.toMatch(/https?:/);
+    expect(directives.get('default-src')).toBe("'none'");
+    expect(directives.get('script-src')).toBe(`'self' 'sha256-${createHash('sha256').update(inline[0]!).digest('base64')}'`);
+    expect(directives.get('style-src')).toBe("'self'");
+    expect(directives.get('connect-src')).toBe("'self'");
+    expect(csp).not.toMatch(/https?:|\*/);
   });
 });
