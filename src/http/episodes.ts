@@ -17,11 +17,13 @@ import {
   ScheduleSchema,
 } from '../episodes/schemas.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { OutboxRow } from '../jobs/outbox.ts';
 import type { ScopeFilter } from '../memory/conditions.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
-import { bearerAuth, because, errorResponses, json } from './openapi.ts';
+import { idempotent, sendOutcome } from './idempotency.ts';
+import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['episodes'];
@@ -58,8 +60,11 @@ const requestReportRoute = createRoute({
   tags,
   security,
   summary: 'Run the coverage report in the background (large tenants); kept for the history',
-  request: { body: { ...json(ReportRequestSchema, 'What to report on'), required: false } },
-  responses: { 202: json(ReportStatusSchema.pick({ id: true, status: true }), 'Queued'), ...errorResponses({ 413: because.bodyOver1MiB }) },
+  request: { headers: idempotencyKeyHeader, body: { ...json(ReportRequestSchema, 'What to report on'), required: false } },
+  responses: {
+    202: json(ReportStatusSchema.pick({ id: true, status: true }), 'Queued'),
+    ...errorResponses({ 409: because.idempotencyInFlight, 413: because.bodyOver1MiB, 422: because.idempotencyKeyReused }),
+  },
 });
 
 const getReportRoute = createRoute({
@@ -149,9 +154,16 @@ export function episodeRoutes({ db, dispatch, reads = primaryReads(db) }: Episod
       return c.json(await report(c, { episodesPrefix, limit, offset, scope: scopeOf(scope) }), 200);
     })
     .openapi(requestReportRoute, async (c) => {
-      const { report: queued, outbox } = await requestReport(callerOf(c), c.req.valid('json') ?? {});
-      await dispatch.outbox([outbox], 'queue the report');
-      return c.json({ id: queued.id, status: queued.status }, 202);
+      const body = c.req.valid('json') ?? {};
+      // Under the Idempotency-Key: a retried request replays the first answer, one report queued.
+      let outbox: OutboxRow | undefined;
+      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => {
+        const recorded = await requestReport({ ...callerOf(c), tx }, body);
+        outbox = recorded.outbox;
+        return { status: 202, body: { id: recorded.report.id, status: recorded.report.status } };
+      });
+      if (outcome.result !== undefined && outbox) await dispatch.outbox([outbox], 'queue the report');
+      return sendOutcome(c, outcome);
     })
     .openapi(getScheduleRoute, async (c) => c.json(await getSchedule(callerOf(c)), 200))
     .openapi(putScheduleRoute, async (c) => {

@@ -1,7 +1,10 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
+import type { Caller } from '../core/caller.ts';
+import { targetHash } from '../core/erasure-guard.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { OutboxRow } from '../jobs/outbox.ts';
 import { erasureTargetOf, getErasure, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
 import {
   ErasureIdParamSchema,
@@ -12,7 +15,8 @@ import {
 } from '../lifecycle/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
-import { bearerAuth, because, errorResponses, json } from './openapi.ts';
+import { idempotent, sendOutcome } from './idempotency.ts';
+import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['lifecycle'];
@@ -26,14 +30,15 @@ const requestRoute = createRoute({
   tags,
   security,
   summary: "Erase a fact, a person's data or a conversation (tenant admin)",
-  request: { body: { ...json(ErasureRequestSchema, 'What to erase'), required: true } },
+  request: { headers: idempotencyKeyHeader, body: { ...json(ErasureRequestSchema, 'What to erase'), required: true } },
   responses: {
     202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued'),
     ...errorResponses({
       403: because.tenantAdminsOnly,
       404: `${because.factNotFound} (a fact's erasure)`,
-      409: 'legal-hold: the fact is under legal hold',
+      409: `legal-hold: the fact is under legal hold; ${because.idempotencyInFlight}`,
       413: because.bodyOver1MiB,
+      422: because.idempotencyKeyReused,
       503: 'erasure is off on this deployment (no MNEMO_ERASURE_KEY)',
     }),
   },
@@ -68,10 +73,16 @@ const resumeRoute = createRoute({
   tags,
   security,
   summary: 'Run a failed erasure again, e.g. after a legal hold was lifted (tenant admin)',
-  request: { params: ErasureIdParamSchema },
+  request: { headers: idempotencyKeyHeader, params: ErasureIdParamSchema },
   responses: {
     202: json(ErasureSchema.pick({ id: true, status: true }), 'Queued again'),
-    ...errorResponses({ 400: 'the erasure has not failed: only a failed one is resumed', 403: because.tenantAdminsOnly, 404: noErasure }),
+    ...errorResponses({
+      400: 'the erasure has not failed: only a failed one is resumed',
+      403: because.tenantAdminsOnly,
+      404: noErasure,
+      409: because.idempotencyInFlight,
+      422: because.idempotencyKeyReused,
+    }),
   },
 });
 
@@ -84,18 +95,36 @@ export interface ErasureRouteDeps {
 }
 
 export function erasureRoutes({ db, dispatch, erasureKey }: ErasureRouteDeps) {
+  /**
+   * Records an erasure under the request's Idempotency-Key (a retried request replays the first
+   * answer instead of queuing a second erasure), then hands its outbox row to the queue once
+   * committed; a replay hands nothing: the first request did, or the reconciler will.
+   */
+  const queued = async (c: Context<AppEnv>, body: unknown, record: (caller: Caller) => Promise<{ erasure: { id: string; status: string }; outbox: OutboxRow }>) => {
+    let outbox: OutboxRow | undefined;
+    const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => {
+      const recorded = await record({ ...callerOf(c), tx });
+      outbox = recorded.outbox;
+      return { status: 202, body: { id: recorded.erasure.id, status: recorded.erasure.status } };
+    });
+    if (outcome.result !== undefined && outbox) await dispatch.outbox([outbox], 'queue the erasure');
+    return sendOutcome(c, outcome);
+  };
+
   const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(requestRoute, async (c) => {
-      const { erasure, outbox } = await requestErasure(callerOf(c), erasureTargetOf(c.req.valid('json')), erasureKey);
-      await dispatch.outbox([outbox], 'queue the erasure');
-      return c.json({ id: erasure.id, status: erasure.status }, 202);
+      const target = erasureTargetOf(c.req.valid('json'));
+      // The idempotency record keeps a hash of the request for 24 h: of a person's or a
+      // conversation's id only the keyed hash the erasure itself keeps (DESIGN §10), never a plain
+      // hash that guessing ids could reverse. (Without a key the request fails and nothing is kept.)
+      const named = target.kind === 'fact' || !erasureKey ? target : { kind: target.kind, hash: targetHash(erasureKey, target.kind, target.id) };
+      return queued(c, named, (caller) => requestErasure(caller, target, erasureKey));
     })
     .openapi(listRoute, async (c) => c.json(await listErasures(callerOf(c), c.req.valid('query')), 200))
     .openapi(getRoute, async (c) => c.json(await getErasure(callerOf(c), c.req.valid('param').id), 200))
     .openapi(resumeRoute, async (c) => {
-      const { erasure, outbox } = await resumeErasure(callerOf(c), c.req.valid('param').id);
-      await dispatch.outbox([outbox], 'queue the erasure');
-      return c.json({ id: erasure.id, status: erasure.status }, 202);
+      const { id } = c.req.valid('param');
+      return queued(c, {}, (caller) => resumeErasure(caller, id));
     });
 }

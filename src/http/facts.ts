@@ -31,9 +31,9 @@ import {
 } from '../memory/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
-import { idempotent, type Outcome } from './idempotency.ts';
+import { idempotent, type Outcome, sendOutcome as send } from './idempotency.ts';
 import { primaryReads, readFrom, type ReadOptions, type ReadRouting } from './read-routing.ts';
-import { bearerAuth, because, errorResponses, json } from './openapi.ts';
+import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
 const tags = ['facts'];
@@ -46,8 +46,7 @@ const changeOfFact = {
   404: because.factNotFound,
   409: 'fact-changed: `expectVersion` is not the current version (`currentVersion` says which is)',
 } as const;
-const idempotencyHeader = z.object({
-  'idempotency-key': z.string().optional().openapi({ description: 'Replays the first response for 24 h (DESIGN §7)' }),
+const idempotencyHeader = idempotencyKeyHeader.extend({
   'x-provenance': z.string().optional().openapi({ description: '`type:id`, appended to derivedFrom' }),
   'x-actor': z.string().optional().openapi({ description: 'Who the provenance names as actor' }),
 });
@@ -64,14 +63,6 @@ export function provenanceFrom(c: Context<AppEnv>, now = new Date()): Provenance
   };
 }
 
-/**
- * Sends an idempotent outcome. Its body is already serialized JSON (stored for replays), of the
- * route's declared response or of the error envelope, so it is typed for the route as such.
- */
-function send(c: Context<AppEnv>, outcome: Outcome): never {
-  if (outcome.replayed) c.header('Idempotent-Replayed', 'true');
-  return c.body(outcome.body, outcome.status as 200, { 'Content-Type': 'application/json' }) as never;
-}
 
 const writeRoute = createRoute({
   method: 'post',

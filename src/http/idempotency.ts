@@ -22,6 +22,15 @@ export interface Outcome<T = unknown> {
   result?: T;
 }
 
+/**
+ * Sends an idempotent outcome. Its body is already serialized JSON (stored for replays), of the
+ * route's declared response or of the error envelope, so it is typed for the route as such.
+ */
+export function sendOutcome(c: Context<AppEnv>, outcome: Outcome): never {
+  if (outcome.replayed) c.header('Idempotent-Replayed', 'true');
+  return c.body(outcome.body, outcome.status as 200, { 'Content-Type': 'application/json' }) as never;
+}
+
 /** The first request committed its record after this one looked: this one's run is undone. */
 class RecordedMeanwhile extends Error {}
 

@@ -68,6 +68,11 @@ export function errorResponses<Own extends Partial<Record<CommonStatus | OwnStat
 }
 
 /** Reasons several routes share, for their `errorResponses`. */
+/** The header of every POST that replays its first answer (DESIGN §7). */
+export const idempotencyKeyHeader = z.object({
+  'idempotency-key': z.string().optional().openapi({ description: 'Replays the first response for 24 h (DESIGN §7)' }),
+});
+
 export const because = {
   bodyOver1MiB: 'payload-too-large: the body is over 1 MiB',
   idempotencyInFlight: 'idempotency-in-flight: the first request with this Idempotency-Key is still running',

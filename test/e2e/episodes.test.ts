@@ -231,6 +231,21 @@ describe('episodic memory', () => {
       throw new Error(`report ${id} did not finish`);
     };
 
+    it('honours Idempotency-Key: a retried request replays the first answer and queues one report', async () => {
+      const { admin } = await api.newTenant('jobs-idempotent');
+      const ask = (body: Record<string, unknown>) =>
+        api.request('POST', '/v1/memory/reports', { token: admin, body, headers: { 'Idempotency-Key': 'report-retry-1' } });
+      const first = await ask({ episodesPrefix: 'episodes/' });
+      const again = await ask({ episodesPrefix: 'episodes/' });
+      expect(first.status).toBe(202);
+      expect(again.status).toBe(202);
+      expect(again.body).toEqual(first.body);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect((await ask({ episodesPrefix: 'raw/' })).body.error.code).toBe('idempotency-key-reused');
+      await waitFor(admin, first.body.id);
+      expect((await api.request('GET', '/v1/memory/reports', { token: admin })).body.data.map((r: { id: string }) => r.id)).toEqual([first.body.id]);
+    });
+
     it('runs the same report as the route, keeps it, and lists coverage over time', async () => {
       const { admin } = await api.newTenant('jobs');
       await episode(admin, 'episodes/a.md', 'ep-a');

@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { canonicalJson } from '../../src/core/canonical-json.ts';
+import { targetHash } from '../../src/core/erasure-guard.ts';
 import { closeQueues, createQueues } from '../../src/jobs/queues.ts';
 import { dispatchOutbox } from '../../src/jobs/outbox.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
@@ -56,6 +59,33 @@ describe('erasure', () => {
     expect((await api.request('POST', '/v1/memory/erasures', { token, body: { factId: '0190a000-0000-7000-8000-000000000000' } })).status).toBe(404);
     const { admin: stranger } = await api.newTenant('stranger');
     expect((await api.request('GET', `/v1/memory/erasures/${started.body.id}`, { token: stranger })).status).toBe(404);
+  });
+
+  it('honours Idempotency-Key: a retry replays the first answer, one erasure; the key record holds no plain hash of the id', async () => {
+    const { tenantId, admin: token } = await api.newTenant('idempotent');
+    const body = { subject: { kind: 'participant', id: 'end-idem-42' } };
+    const ask = (what: unknown) => api.request('POST', '/v1/memory/erasures', { token, body: what, headers: { 'Idempotency-Key': 'erase-retry-1' } });
+    const first = await ask(body);
+    const again = await ask(body);
+    expect(first.status).toBe(202);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect((await ask({ subject: { kind: 'participant', id: 'end-idem-43' } })).body.error.code).toBe('idempotency-key-reused');
+    expect((await api.request('GET', '/v1/memory/erasures', { token })).body.data.map((e: { id: string }) => e.id)).toEqual([first.body.id]);
+
+    // A plain SHA-256 of the request would let anyone reading the table test guesses of the id.
+    const [record] = await api.db.admin`select request_hash, response_body from idempotency_keys where tenant_id = ${tenantId}`;
+    const principal = admin(tenantId);
+    const plain = (what: unknown) =>
+      createHash('sha256').update(`POST\n/v1/memory/erasures\n${canonicalJson(principal)}\n${canonicalJson(what)}`).digest('hex');
+    expect(record!.request_hash).not.toBe(plain(body));
+    expect(record!.request_hash).not.toBe(plain({ kind: 'participant', id: 'end-idem-42' }));
+    expect(record!.request_hash).toBe(plain({ kind: 'participant', hash: targetHash(TEST_ERASURE_KEY, 'participant', 'end-idem-42') }));
+    expect(record!.response_body).not.toContain('end-idem-42');
+    const resumed = await api.request('POST', `/v1/memory/erasures/${first.body.id}/resume`, { token, headers: { 'Idempotency-Key': 'resume-1' } });
+    expect(resumed.status).toBe(400); // not failed: a domain error, stored and replayed like an answer
+    const resumedAgain = await api.request('POST', `/v1/memory/erasures/${first.body.id}/resume`, { token, headers: { 'Idempotency-Key': 'resume-1' } });
+    expect(resumedAgain.headers.get('idempotent-replayed')).toBe('true');
   });
 
   it("erases a person's facts (scope and subjects), revisions and vectors; ids, versions and times stay; the record keeps only a hash", async () => {
