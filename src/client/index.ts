@@ -11,9 +11,8 @@
  * - a call that may be repeated, after 502/503/504, no answer (reset, the timeout) or 409
  *   `idempotency-in-flight`: reads (GET, retrieve, context) and the writes the server replays
  *   under their `Idempotency-Key` (write, writeBatch, supersede, verify; DESIGN §7), which carry
- *   one unless told not to.
- * Not repeated on an unclear failure: a write sent with `idempotencyKey: false`, report and
- * erasure requests (their routes keep no idempotency record: a repeat is a second job), and
+ *   one unless told not to, and report and erasure requests, which carry one the same way.
+ * Not repeated on an unclear failure: a request sent with `idempotencyKey: false`, and
  * DELETE, whose repeat after a delete that went through answers 404: a caller told "not found"
  * for its own successful delete would be misled, so it gets the connection error and may read
  * the fact to see.
@@ -94,8 +93,8 @@ export interface ClientOptions {
   /**
    * Retries after the first attempt; 0 turns them off. Default 3. Any call is retried after 429 or
    * a refused connection; reads and writes under an Idempotency-Key also after 502/503/504, no
-   * answer, or 409 idempotency-in-flight. Not after an unclear failure: a write without a key,
-   * DELETE, report and erasure requests.
+   * answer, or 409 idempotency-in-flight. Not after an unclear failure: a request without a key,
+   * and DELETE.
    */
   maxRetries?: number;
   /** The first retry waits between half of this and this; each next one twice as long. Default 500 ms. */
@@ -129,13 +128,17 @@ export interface CallOptions {
   maxRetries?: number;
 }
 
-export interface WriteOptions extends CallOptions {
+/** Options of a POST the server replays under its `Idempotency-Key` (writes, report and erasure requests). */
+export interface KeyedOptions extends CallOptions {
   /**
    * Sent as `Idempotency-Key`: a repeat within 24 h replays the first answer instead of writing
    * again, which is what makes a write safe to retry. A fresh key is made per call unless you pass
    * one (to make a retry of your own safe too), or `false` (then an unclear failure is not retried).
    */
   idempotencyKey?: string | false;
+}
+
+export interface WriteOptions extends KeyedOptions {
   /** `X-Provenance: type:id`, appended to the fact's derivedFrom. */
   provenance?: { type: string; id: string; actor?: string };
 }
@@ -250,29 +253,31 @@ export function createClient(options: ClientOptions): MnemoClient {
       context: (input, call) => request({ method: 'POST', path: '/v1/memory/context', body: input, repeatable: true }, call),
       report: (query = {}, call) => get('/v1/memory/report', query, call),
       reports: {
-        request: (input = {}, call) => request({ method: 'POST', path: '/v1/memory/reports', body: input, repeatable: false }, call),
+        request: (input = {}, opts) => request(writeRequest({ method: 'POST', path: '/v1/memory/reports', body: input }, opts), opts),
         get: (id, call) => get(`/v1/memory/reports/${encodeURIComponent(id)}`, {}, call),
         list: (page = {}, call) => get('/v1/memory/reports', page, call),
       },
       erasures: {
-        request: (target, call) =>
+        request: (target, opts) =>
           request(
-            {
-              method: 'POST',
-              path: '/v1/memory/erasures',
-              body:
-                target.kind === 'fact'
-                  ? { factId: target.id }
-                  : target.kind === 'conversation'
-                    ? { conversationId: target.id }
-                    : { subject: { kind: target.kind, id: target.id } },
-              repeatable: false,
-            },
-            call,
+            writeRequest(
+              {
+                method: 'POST',
+                path: '/v1/memory/erasures',
+                body:
+                  target.kind === 'fact'
+                    ? { factId: target.id }
+                    : target.kind === 'conversation'
+                      ? { conversationId: target.id }
+                      : { subject: { kind: target.kind, id: target.id } },
+              },
+              opts,
+            ),
+            opts,
           ),
         get: (id, call) => get(`/v1/memory/erasures/${encodeURIComponent(id)}`, {}, call),
         list: (page = {}, call) => get('/v1/memory/erasures', page, call),
-        resume: (id, call) => request({ method: 'POST', path: `/v1/memory/erasures/${encodeURIComponent(id)}/resume`, repeatable: false }, call),
+        resume: (id, opts) => request(writeRequest({ method: 'POST', path: `/v1/memory/erasures/${encodeURIComponent(id)}/resume` }, opts), opts),
       },
       facts: {
         write: (input, opts) => request(writeRequest({ method: 'POST', path: '/v1/memory/facts', body: input }, opts), opts),
@@ -298,19 +303,19 @@ export interface MnemoClient {
     context(input: ContextInput, call?: CallOptions): Promise<ContextResult>;
     /** Which episodes no consolidated fact has merged yet (DESIGN §6). */
     report(query?: ReportQuery, call?: CallOptions): Promise<CoverageReport>;
-    /** The same report as a background job, kept for the history. Requests are not retried after an unclear failure (no idempotency record). */
+    /** The same report as a background job, kept for the history. A request carries an Idempotency-Key, so a retry queues no second report. */
     reports: {
-      request(input?: ReportRequest, call?: CallOptions): Promise<{ id: string; status: ReportStatus['status'] }>;
+      request(input?: ReportRequest, opts?: KeyedOptions): Promise<{ id: string; status: ReportStatus['status'] }>;
       get(id: string, call?: CallOptions): Promise<ReportStatus>;
       list(page?: { limit?: number; cursor?: string }, call?: CallOptions): Promise<Page<ReportSummary>>;
     };
-    /** Erasure of a fact, a person or a conversation (tenant admins, DESIGN §10). Requests are not retried after an unclear failure. */
+    /** Erasure of a fact, a person or a conversation (tenant admins, DESIGN §10). A request carries an Idempotency-Key, so a retry starts no second erasure. */
     erasures: {
-      request(target: ErasureTarget, call?: CallOptions): Promise<{ id: string; status: ErasureStatus['status'] }>;
+      request(target: ErasureTarget, opts?: KeyedOptions): Promise<{ id: string; status: ErasureStatus['status'] }>;
       get(id: string, call?: CallOptions): Promise<ErasureStatus>;
       list(page?: { limit?: number; cursor?: string }, call?: CallOptions): Promise<Page<ErasureStatus>>;
       /** Runs a failed erasure again, e.g. after a legal hold was lifted. */
-      resume(id: string, call?: CallOptions): Promise<{ id: string; status: ErasureStatus['status'] }>;
+      resume(id: string, opts?: KeyedOptions): Promise<{ id: string; status: ErasureStatus['status'] }>;
     };
     facts: {
       write(input: WriteFactInput, opts?: WriteOptions): Promise<Fact>;
