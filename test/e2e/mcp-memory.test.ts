@@ -2,13 +2,13 @@
  * The MCP tools that remember and recall (`kindgi_remember`, `memory_retrieve`; DESIGN §7, issue
  * 17), through the official SDK's client against the real app over HTTP.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MEMORY_OPEN, MEMORY_CLOSE } from '../../src/memory/prompt.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
+import { connectMcp } from '../helpers/mcp.ts';
 
 interface Remembered {
   factId: string;
@@ -32,9 +32,8 @@ describe('MCP tools kindgi_remember and memory_retrieve', () => {
     await api.close();
   });
 
-  async function connect(token: string): Promise<Client> {
-    const client = new Client({ name: 'mnemo-test', version: '0.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL('/mcp', api.baseUrl), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  async function connect(token: string, baseUrl = api.baseUrl): Promise<Client> {
+    const client = await connectMcp(baseUrl, token);
     clients.push(client);
     return client;
   }
@@ -251,15 +250,9 @@ describe('MCP tools kindgi_remember and memory_retrieve', () => {
     const tenantApi = await startTestApi({ mcp: { scope: 'tenant' } });
     try {
       const tenantId = uniqueTenant('mcp-tenant-scope');
-      const client = new Client({ name: 'mnemo-test', version: '0.0.0' });
-      const headers = (token: string) => ({ requestInit: { headers: { Authorization: `Bearer ${token}` } } });
-      await client.connect(new StreamableHTTPClientTransport(new URL('/mcp', tenantApi.baseUrl), headers(await tokenFor({ tid: tenantId, sub: 'ana', role: 'member' }))));
-      clients.push(client);
-      const result = await call(client, 'kindgi_remember', { type: 'note', text: 'Office closes at 6.' });
-      expect(JSON.parse((result.content[0] as { text: string }).text).error.code).toBe('permission-denied');
-      const adminClient = new Client({ name: 'mnemo-test', version: '0.0.0' });
-      await adminClient.connect(new StreamableHTTPClientTransport(new URL('/mcp', tenantApi.baseUrl), headers(await tokenFor({ tid: tenantId, sub: 'boss', role: 'admin' }))));
-      clients.push(adminClient);
+      const client = await connect(await tokenFor({ tid: tenantId, sub: 'ana', role: 'member' }), tenantApi.baseUrl);
+      expect((await toolError(client, 'kindgi_remember', { type: 'note', text: 'Office closes at 6.' })).code).toBe('permission-denied');
+      const adminClient = await connect(await tokenFor({ tid: tenantId, sub: 'boss', role: 'admin' }), tenantApi.baseUrl);
       const { factId } = await remember(adminClient, { type: 'note', text: 'Office closes at 6.' });
       const fact = (await tenantApi.request('GET', `/v1/memory/facts/${factId}`, { token: await tokenFor({ tid: tenantId, sub: 'ana', role: 'member' }) })).body;
       expect(fact.scope).toEqual({ tenantId });

@@ -18,6 +18,7 @@ import { createLogger } from '../../src/log.ts';
 import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
 import { DEFAULT_REMEMBER_SETTINGS } from '../../src/memory/remember-settings.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { connectMcp } from '../helpers/mcp.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
 
 const TOOL = 'kiwi_memory_report';
@@ -74,11 +75,7 @@ describe('MCP server (POST /mcp)', () => {
 
   /** The SDK's client, connected to the app with this bearer token. */
   async function connect(token: string): Promise<Client> {
-    const client = new Client({ name: 'mnemo-test', version: '0.0.0' });
-    const transport = new StreamableHTTPClientTransport(new URL('/mcp', api.baseUrl), {
-      requestInit: { headers: { Authorization: `Bearer ${token}` } },
-    });
-    await client.connect(transport);
+    const client = await connectMcp(api.baseUrl, token);
     clients.push(client);
     return client;
   }

@@ -1,0 +1,9 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+/** The official MCP SDK's client, connected to the API at `baseUrl` with this bearer token (close it after). */
+export async function connectMcp(baseUrl: string, token: string): Promise<Client> {
+  const client = new Client({ name: 'mnemo-test', version: '0.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL('/mcp', baseUrl), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  return client;
+}
