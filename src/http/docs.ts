@@ -21,7 +21,6 @@ import type { AppEnv } from './app-env.ts';
 export const DOCS_PATH = '/docs';
 
 interface Asset {
-  path: string;
   /** Where the page loads it from: the content's hash in the query, so a new version is never served from a stale cache. */
   src: string;
   contentType: string;
@@ -36,87 +35,88 @@ const ASSET_FILES = {
 
 async function readAsset({ file, contentType }: (typeof ASSET_FILES)[keyof typeof ASSET_FILES]): Promise<Asset> {
   const body = await readFile(createRequire(import.meta.url).resolve(`swagger-ui-dist/${file}`));
-  const path = `${DOCS_PATH}/${file}`;
   const version = createHash('sha256').update(body).digest('base64url').slice(0, 16);
-  return { path, src: `${path}?v=${version}`, contentType, body, gzipped: gzipSync(body) };
+  return { src: `${DOCS_PATH}/${file}?v=${version}`, contentType, body, gzipped: gzipSync(body) };
 }
 
 const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 
-interface Page {
-  html: string;
-  contentSecurityPolicy: string;
-  assets: Asset[];
-}
+type Assets = { [name in keyof typeof ASSET_FILES]: Asset };
 
-let page: Promise<Page> | undefined;
+let assets: Promise<Assets> | undefined;
 
 /** Read (and gzipped: ~1.9 MB → ~0.5 MB) on the first visit to /docs, then kept: most processes never serve it. */
-function docsPage(documentPath: string): Promise<Page> {
-  page ??= (async () => {
+function swaggerUi(): Promise<Assets> {
+  assets ??= (async () => {
     const [script, style] = await Promise.all([readAsset(ASSET_FILES.script), readAsset(ASSET_FILES.style)]);
-    const config = {
-      url: documentPath,
-      dom_id: '#swagger-ui',
-      // On by default: the badge would have the browser send the document's URL to validator.swagger.io.
-      validatorUrl: null,
-      // The token pasted into "Authorize" survives a reload (kept in this origin's localStorage).
-      persistAuthorization: true,
-      displayOperationId: true,
-      deepLinking: true,
-    };
-    // `<` escaped so nothing in the configuration can close the script element.
-    const init = `window.ui = SwaggerUIBundle(${JSON.stringify(config).replace(/</g, '\\u003c')});`;
-    const html = [
-      '<!doctype html>',
-      '<html lang="en">',
-      '<head>',
-      '<meta charset="utf-8">',
-      '<meta name="viewport" content="width=device-width, initial-scale=1">',
-      '<title>Mnemo API</title>',
-      // An empty icon: the browser does not go asking for /favicon.ico.
-      '<link rel="icon" href="data:,">',
-      `<link rel="stylesheet" href="${style.src}">`,
-      '</head>',
-      '<body>',
-      '<div id="swagger-ui"></div>',
-      `<script src="${script.src}"></script>`,
-      `<script>${init}</script>`,
-      '</body>',
-      '</html>',
-    ].join('\n');
-    // The page's policy: its one inline script by its hash, the bundle and stylesheet from this
-    // origin (Swagger UI sets styles through the DOM, which style-src does not govern), the
-    // stylesheet's icons as data: URLs. `connect-src 'self'` holds the document's fetch and every
-    // "Try it out" request to this server.
-    const contentSecurityPolicy = [
-      "default-src 'none'",
-      `script-src 'self' ${sha256(init)}`,
-      "style-src 'self'",
-      "img-src 'self' data:",
-      "connect-src 'self'",
-      "base-uri 'none'",
-      "form-action 'none'",
-      "frame-ancestors 'none'",
-    ].join('; ');
-    return { html, contentSecurityPolicy, assets: [script, style] };
+    return { script, style };
   })();
-  return page;
+  return assets;
+}
+
+/** The page over `documentPath`, and the Content-Security-Policy that allows it and nothing else. */
+function renderPage(documentPath: string, { script, style }: Assets) {
+  const config = {
+    url: documentPath,
+    dom_id: '#swagger-ui',
+    // On by default: the badge would have the browser send the document's URL to validator.swagger.io.
+    validatorUrl: null,
+    // The token pasted into "Authorize" survives a reload (kept in this origin's localStorage).
+    persistAuthorization: true,
+    displayOperationId: true,
+    deepLinking: true,
+  };
+  // `<` escaped so nothing in the configuration can close the script element.
+  const init = `window.ui = SwaggerUIBundle(${JSON.stringify(config).replace(/</g, '\\u003c')});`;
+  const html = [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    '<title>Mnemo API</title>',
+    // An empty icon: the browser does not go asking for /favicon.ico.
+    '<link rel="icon" href="data:,">',
+    `<link rel="stylesheet" href="${style.src}">`,
+    '</head>',
+    '<body>',
+    '<div id="swagger-ui"></div>',
+    `<script src="${script.src}"></script>`,
+    `<script>${init}</script>`,
+    '</body>',
+    '</html>',
+  ].join('\n');
+  // The page's policy: its one inline script by its hash, the bundle and stylesheet from this
+  // origin (Swagger UI sets styles through the DOM, which style-src does not govern), the
+  // stylesheet's icons as data: URLs. `connect-src 'self'` holds the document's fetch and every
+  // "Try it out" request to this server.
+  const contentSecurityPolicy = [
+    "default-src 'none'",
+    `script-src 'self' ${sha256(init)}`,
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+  return { html, contentSecurityPolicy };
 }
 
 /** `GET /docs` (the page) and the two files it loads; no token, like the document itself. */
 export function docsRoutes(documentPath: string) {
+  let page: ReturnType<typeof renderPage> | undefined;
   const routes = new Hono<AppEnv>().get(DOCS_PATH, async (c) => {
-    const { html, contentSecurityPolicy } = await docsPage(documentPath);
+    const { html, contentSecurityPolicy } = (page ??= renderPage(documentPath, await swaggerUi()));
     return c.html(html, 200, {
       'Content-Security-Policy': contentSecurityPolicy,
       // Revalidated each visit: after an upgrade the page names the new files.
       'Cache-Control': 'no-cache',
     });
   });
-  for (const { file } of Object.values(ASSET_FILES)) {
-    routes.get(`${DOCS_PATH}/${file}`, async (c) => {
-      const asset = (await docsPage(documentPath)).assets.find(({ path }) => path === c.req.path)!;
+  for (const name of ['script', 'style'] as const) {
+    routes.get(`${DOCS_PATH}/${ASSET_FILES[name].file}`, async (c) => {
+      const asset = (await swaggerUi())[name];
       const gzip = /\bgzip\b/.test(c.req.header('accept-encoding') ?? '');
       return c.body(new Uint8Array(gzip ? asset.gzipped : asset.body), 200, {
         'Content-Type': asset.contentType,
