@@ -85,13 +85,9 @@ async function main(): Promise<void> {
     logger.warn('metrics port not served; set MNEMO_METRICS_PORT to a free port, or 0', { port: config.metricsPort, error: String(error) });
     return undefined;
   });
-  logger.info('worker started', {
-    queues: queueDefinitions.map((d) => d.name),
-    prefix: config.queuePrefix,
-    embeddings: providers ? providers.configured.describe : 'off',
-    metricsPort: metrics?.port ?? 'off',
-  });
-
+  // Before "worker started": whoever reads that line may signal at once, and a SIGTERM that
+  // arrives before the handler exists takes the default action, ending the process mid-job
+  // (a loaded machine can deschedule the process between the two statements).
   onShutdown('worker', logger, config.shutdownTimeoutMs, async () => {
     clearInterval(watchdog);
     metrics?.stopping();
@@ -101,6 +97,13 @@ async function main(): Promise<void> {
     await Promise.all([producer.quit(), connection.quit()]);
     await database.close();
     await metrics?.close();
+  });
+
+  logger.info('worker started', {
+    queues: queueDefinitions.map((d) => d.name),
+    prefix: config.queuePrefix,
+    embeddings: providers ? providers.configured.describe : 'off',
+    metricsPort: metrics?.port ?? 'off',
   });
 }
 
