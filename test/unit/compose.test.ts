@@ -149,3 +149,15 @@ describe('docker-compose.yml', () => {
     expect(lb.depends_on).toEqual({ api: { condition: 'service_healthy' } });
   });
 });
+
+describe('Dockerfile', () => {
+  const lines = readFileSync(join(projectRoot, 'Dockerfile'), 'utf8').split('\n');
+  const at = (pattern: RegExp) => lines.findIndex((line) => pattern.test(line));
+
+  it('copies patches/ before npm ci, whose postinstall (patch-package) applies them', () => {
+    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.postinstall).toBe('patch-package');
+    expect(at(/^COPY patches\b/)).toBeGreaterThan(-1);
+    expect(at(/^COPY patches\b/)).toBeLessThan(at(/^RUN npm ci\b/));
+  });
+});
