@@ -13,9 +13,12 @@
  * somewhere. Memories are mostly third-person statements ("prefers email", "ordered parts on
  * 3 May"), and a to-do aimed at the user ("call the plumber") is not aimed at the assistant,
  * so the patterns look for the assistant being addressed rather than for any imperative.
- * A false alarm costs a person one click; a miss puts an instruction in front of a model. Its
- * precision and recall on a labelled set, one half written without seeing these patterns, are
- * in test/unit/instruction-like.test.ts and the README.
+ * A false alarm costs a person one click; a miss puts an instruction in front of a model.
+ *
+ * Measured on labelled sets written by authors who never saw these patterns
+ * (test/fixtures/instruction-like/README.md): on the one never tuned on, precision 1.00 but
+ * recall 0.32. Patterns catch the phrasings someone thought of; a deployment that cannot afford
+ * a miss holds every remembered fact (MNEMO_MCP_REVIEW=all).
  */
 
 /** Why a text was held: one label per pattern that matched, for the reviewer and the logs. */
@@ -29,7 +32,7 @@ export type InstructionSignal =
 
 /** Second person, in the languages the patterns know: who an instruction is aimed at. */
 const YOU = String.raw`(?:you|u|tu|vous|du|sie|usted|tú|eres|voi|você|jij|je)`;
-/** Starts of "from now on" in English, French, German, Spanish, Italian, Portuguese and Dutch. */
+/** "From now on", in the languages the patterns know. */
 const FROM_NOW_ON = String.raw`(?:from now on|これ以降|今後|从现在开始|从今以后|с этого момента|od teraz|من الآن|henceforth|going forward|à partir de maintenant|dorénavant|désormais|ab sofort|ab jetzt|von nun an|a partir de ahora|de ahora en adelante|d'ora in poi|da ora in poi|a partir de agora|daqui em diante|vanaf nu)`;
 /** Drop, in those languages. */
 const DROP = String.raw`(?:忽略|無視|игнорируй\S*|zignoruj|تجاهل|ignore|disregard|forget|override|bypass|set aside|put aside|stop following|ignorez?|oublie[zs]?|ignoriere|vergiss|vergessen sie|ignora|ignorar|olvida|olvide|esqueça|esqueca|negeer|vergeet)`;

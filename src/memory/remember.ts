@@ -30,7 +30,7 @@ export interface RememberInput {
 export interface Remembered {
   fact: Fact;
   outcome: 'created' | 'superseded' | 'replayed';
-  /** The instruction-like patterns the text matched; non-empty means held for review. */
+  /** The instruction-like patterns the text matched (with MNEMO_MCP_REVIEW=all a fact is held without any). */
   signals: InstructionSignal[];
 }
 
