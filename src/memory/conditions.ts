@@ -17,6 +17,10 @@ export function validAt(columns: Pick<typeof facts, 'validFrom' | 'validUntil'>,
   )!;
 }
 
+/** The fact names this subject among its `subjects` (jsonb containment, which the GIN index serves). */
+export const namesSubject = (subjects: typeof facts.subjects, kind: string, id: string): SQL =>
+  sql`${subjects} @> ${JSON.stringify([{ kind, id }])}::jsonb`;
+
 export function typeIn(column: typeof facts.type, type: string | undefined, types: readonly string[] | undefined): SQL[] {
   const conditions: SQL[] = [];
   if (type !== undefined) conditions.push(eq(column, type));

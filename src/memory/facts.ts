@@ -14,7 +14,7 @@ import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissi
 import { pipelined, type Tx } from '../db/client.ts';
 import { factRevisions, facts, type ReviewState } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
-import { live, SCOPE_KEYS, typeIn, validAt } from './conditions.ts';
+import { live, namesSubject, SCOPE_KEYS, typeIn, validAt } from './conditions.ts';
 import { appendMergedFrom } from '../kiwifs/coverage.ts';
 import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, pageOf } from '../core/cursor.ts';
@@ -438,10 +438,7 @@ function filters(columns: FilterColumns, query: AsOfFilters & Partial<ListQuery>
   if (query.memoryKind !== undefined) conditions.push(eq(columns.memoryKind, query.memoryKind));
   if (query.path !== undefined) conditions.push(eq(columns.path, query.path));
   if (query.episodeId !== undefined) conditions.push(eq(columns.episodeId, query.episodeId));
-  if (query.subjectKind !== undefined && query.subjectId !== undefined) {
-    const subject = JSON.stringify([{ kind: query.subjectKind, id: query.subjectId }]);
-    conditions.push(sql`${columns.subjects} @> ${subject}::jsonb`);
-  }
+  if (query.subjectKind !== undefined && query.subjectId !== undefined) conditions.push(namesSubject(columns.subjects, query.subjectKind, query.subjectId));
   if (query.validAt !== undefined) conditions.push(validAt(columns, new Date(query.validAt)));
   if (query.review !== undefined) conditions.push(eq(columns.review, query.review));
   return conditions;

@@ -3,7 +3,7 @@
  * rank fusion. Every mode returns only facts the principal can see that are live and, with
  * `validAt`, valid then; all of it is in the SQL of each search.
  */
-import { and, desc, eq, isNull, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, isNull, type SQL } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { type Tx, withTenant } from '../db/client.ts';
 import { facts } from '../db/schema.ts';
@@ -11,7 +11,7 @@ import { semanticWeightOf } from '../embeddings/registry.ts';
 import { EmbeddingsUnavailable } from '../embeddings/provider.ts';
 import { AppError } from '../errors.ts';
 import { retrievalDuration } from '../metrics.ts';
-import { appliesIn, live, typeIn, validAt } from './conditions.ts';
+import { appliesIn, live, namesSubject, typeIn, validAt } from './conditions.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { type ModelInfo, servingModel } from './fact-vectors.ts';
 import { ScopeMismatch } from '../core/errors.ts';
@@ -81,9 +81,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   if (body.validAt) filters.push(validAt(facts, new Date(body.validAt)));
   if (body.trust) filters.push(eq(facts.trust, body.trust));
   if (body.memoryKind) filters.push(eq(facts.memoryKind, body.memoryKind));
-  if (body.subjectKind && body.subjectId) {
-    filters.push(sql`${facts.subjects} @> ${JSON.stringify([{ kind: body.subjectKind, id: body.subjectId }])}::jsonb`);
-  }
+  if (body.subjectKind && body.subjectId) filters.push(namesSubject(facts.subjects, body.subjectKind, body.subjectId));
   // Held for review (an agent remembered text that reads like an instruction): no mode returns
   // it until a person verifies it (src/memory/remember.ts).
   const corpus: SQL[] = [live(), notHeldForReview, ...filters];
