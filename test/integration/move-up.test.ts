@@ -4,7 +4,7 @@
  * server, loses nothing: every row of every table (generated columns included, which the server
  * computes again), every revision, the coverage report, and keyword search ranks the same.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Sql, TransactionSql } from 'postgres';
@@ -22,7 +22,10 @@ import { deleteFact, listRevisions, supersedeFact, writeFact } from '../../src/m
 import { retrieve } from '../../src/memory/retrieve.ts';
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
-import { startProcess } from '../helpers/process.ts';
+import { projectRoot, startProcess } from '../helpers/process.ts';
+
+/** The migrations this checkout ships (its SQL files), which an export's header counts. */
+const MIGRATIONS = readdirSync(join(projectRoot, 'drizzle')).filter((name) => name.endsWith('.sql')).length;
 
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin-1', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 const tenantA = admin('move-a');
@@ -156,7 +159,7 @@ describe('moving up: mnemo export, then mnemo restore into PostgreSQL', () => {
   it('writes a header, then one line per row without generated columns', () => {
     const [first, ...lines] = readFileSync(file, 'utf8').trimEnd().split('\n');
     const header = JSON.parse(first!);
-    expect(header).toMatchObject({ format: 'mnemo-export', version: 1, migrations: 11 });
+    expect(header).toMatchObject({ format: 'mnemo-export', version: 1, migrations: MIGRATIONS });
     expect(Object.keys(header.tables).sort()).toEqual(Object.keys(embedded.rows).sort());
     expect(header.tables).not.toHaveProperty('__drizzle_migrations');
     for (const [name, rows] of Object.entries(embedded.rows)) expect(header.tables[name].rows, name).toBe(rows.length);
@@ -214,7 +217,7 @@ describe('moving up: mnemo export, then mnemo restore into PostgreSQL', () => {
   it('refuses a database migrated to another number of migrations, and an export of another version', async () => {
     const empty = await createEmptyDatabase();
     try {
-      await expect(restore({ url: empty.adminUrl, file })).rejects.toThrow(/has 0 of the export's 11 migrations: run `npm run migrate` first/);
+      await expect(restore({ url: empty.adminUrl, file })).rejects.toThrow(new RegExp(`has 0 of the export's ${MIGRATIONS} migrations: run \`npm run migrate\` first`));
     } finally {
       await empty.drop();
     }
@@ -224,8 +227,14 @@ describe('moving up: mnemo export, then mnemo restore into PostgreSQL', () => {
       writeFileSync(other, [JSON.stringify({ ...JSON.parse(first!), migrations: n }), ...rest].join('\n'));
       return other;
     };
-    await expect(restore({ url: target.adminUrl, file: withMigrations(10) })).rejects.toThrow(/export is from an older Mnemo \(10 migrations; the target database has 11\)/);
-    await expect(restore({ url: target.adminUrl, file: withMigrations(12) })).rejects.toThrow(/export is from a newer Mnemo \(12 migrations; this version has 11\)/);
+    const older = MIGRATIONS - 1;
+    const newer = MIGRATIONS + 1;
+    await expect(restore({ url: target.adminUrl, file: withMigrations(older) })).rejects.toThrow(
+      `export is from an older Mnemo (${older} migrations; the target database has ${MIGRATIONS})`,
+    );
+    await expect(restore({ url: target.adminUrl, file: withMigrations(newer) })).rejects.toThrow(
+      `export is from a newer Mnemo (${newer} migrations; this version has ${MIGRATIONS})`,
+    );
   });
 
   it('refuses a truncated export and leaves the target empty', async () => {
