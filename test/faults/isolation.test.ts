@@ -88,6 +88,16 @@ const COMPANIONS: Record<string, string> = { subjectId: 'subjectKind=participant
 /** Arguments of each MCP tool (the same rule: a tool not here fails the coverage test). */
 const MCP_ARGS: Record<string, () => Record<string, unknown>[]> = {
   kiwi_memory_report: () => [{}, { episodes_prefix: 'episodes/', limit: 1000 }],
+  // B remembers and recalls in A's words: its own tenant's memory, never A's.
+  kindgi_remember: () => [
+    { type: 'note', text: 'The washing machine needs spare parts' },
+    { type: 'preference', key: 'tax-filing', text: 'The quarterly tax filing is due in April' },
+  ],
+  memory_retrieve: () => [
+    { query: 'washing machine spare parts' },
+    { query: 'tax filing', mode: 'keyword', limit: 100 },
+    { query: 'anything', mode: 'list', limit: 100 },
+  ],
 };
 
 interface Request {
@@ -238,13 +248,15 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
     const erasedFact = await write({ content: text('To be erased: washing machine') });
     await write({ content: text('Conversation to be erased: tax filing'), scope: { projectId: 'p-shared', participantId: L.participant, threadId: L.thread2 } });
     await write({ content: text('Held for a lawsuit: spare parts'), scope: { projectId: 'p-shared', participantId: L.held }, retention: { legalHold: true } });
+    v.keys['POST /v1/memory/erasures'] = { key: label('key-erasure'), id: erasedFact };
     const erasures = [
-      (await asVictim(admin, 'POST', '/v1/memory/erasures', { factId: erasedFact })).id as string,
+      (await asVictim(admin, 'POST', '/v1/memory/erasures', { factId: erasedFact }, { 'idempotency-key': v.keys['POST /v1/memory/erasures'].key })).id as string,
       (await asVictim(admin, 'POST', '/v1/memory/erasures', { conversationId: L.thread2 })).id as string,
       (await asVictim(admin, 'POST', '/v1/memory/erasures', { subject: { kind: 'participant', id: L.held } })).id as string,
     ];
+    v.keys['POST /v1/memory/reports'] = { key: label('key-report') };
     const reports = [
-      (await asVictim(admin, 'POST', '/v1/memory/reports', {})).id as string,
+      (await asVictim(admin, 'POST', '/v1/memory/reports', {}, { 'idempotency-key': v.keys['POST /v1/memory/reports'].key })).id as string,
       (await asVictim(admin, 'POST', '/v1/memory/reports', { episodesPrefix: 'episodes/', scope: { projectId: 'p-shared' } })).id as string,
     ];
     await asVictim(admin, 'PUT', '/v1/memory/reports/schedule', { hourUtc: FAR_HOUR });
@@ -257,8 +269,12 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
         200,
       );
     }
-    const statuses = await Promise.all(erasures.map(async (id) => (await asVictim(admin, 'GET', `/v1/memory/erasures/${id}`)).status));
-    expect(statuses, 'A has completed erasures and one failed on a legal hold (resumable)').toEqual(['completed', 'completed', 'failed']);
+    const erasureStatuses = () => Promise.all(erasures.map(async (id) => (await asVictim(admin, 'GET', `/v1/memory/erasures/${id}`)).status));
+    expect(await erasureStatuses(), 'A has completed erasures and one failed on a legal hold (resumable)').toEqual(['completed', 'completed', 'failed']);
+    // Resumed under a key while the hold stays: it fails again, and A has used a key on resume too.
+    v.keys['POST /v1/memory/erasures/{id}/resume'] = { key: label('key-resume'), id: erasures[2]! };
+    await asVictim(admin, 'POST', `/v1/memory/erasures/${erasures[2]}/resume`, undefined, { 'idempotency-key': v.keys['POST /v1/memory/erasures/{id}/resume'].key });
+    await eventually(async () => (await erasureStatuses())[2] === 'failed', 60_000, async () => `resumed erasure: ${JSON.stringify(await erasureStatuses())}`, 200);
     for (const id of reports) {
       await eventually(async () => (await asVictim(admin, 'GET', `/v1/memory/reports/${id}`)).status === 'completed', 60_000, () => `report ${id}`, 200);
     }
@@ -361,9 +377,10 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
   /** MCP tools as operations, so the same planner reads their inputs. */
   const toolOperations = () =>
     tools.map((tool): PlannedOperation => {
-      const [planned] = planOperations({
-        paths: { [`/mcp#${tool.name}`]: { post: { requestBody: { required: true, content: { 'application/json': { schema: tool.inputSchema } } } } } },
-      });
+      const [planned] = planOperations(
+        { paths: { [`/mcp#${tool.name}`]: { post: { requestBody: { required: true, content: { 'application/json': { schema: tool.inputSchema } } } } } } },
+        () => true,
+      );
       return { ...planned!, key: `MCP ${tool.name}` };
     });
 
@@ -530,7 +547,8 @@ describe("another tenant's ids on every route (from /openapi.json)", () => {
         for (const variant of variants) {
           const request = build(op, variant, undefined, undefined);
           check(role, request, await send(token, request));
-          if (op.idempotent) {
+          // Once per route: B sending the key again with another variant's body is B's own reuse (422).
+          if (op.idempotent && variant === variants[0]) {
             // A's key on B's request: B's own answer (not A's, not 422 for a key B never used).
             const keyed = { ...request, headers: { 'idempotency-key': victim.keys[op.key]!.key } };
             const answer = await send(token, keyed);

@@ -121,11 +121,11 @@ function classify(where: IdInput['in'], path: string[], schema: JsonSchema, urlP
  */
 export const isMemoryApiPath = (path: string): boolean => path.startsWith('/v1/') || path.startsWith('/api/kiwi/');
 
-/** Every operation of the memory API (isMemoryApiPath) with the id inputs it takes. */
-export function planOperations(doc: OpenApiDocument): PlannedOperation[] {
+/** Every operation of the memory API (isMemoryApiPath, unless `include` says otherwise) with the id inputs it takes. */
+export function planOperations(doc: OpenApiDocument, include: (path: string) => boolean = isMemoryApiPath): PlannedOperation[] {
   const planned: PlannedOperation[] = [];
   for (const [path, operations] of Object.entries(doc.paths)) {
-    if (!isMemoryApiPath(path)) continue;
+    if (!include(path)) continue;
     for (const [method, operation] of Object.entries(operations)) {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
       const parameters = operation.parameters ?? [];
