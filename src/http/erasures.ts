@@ -2,10 +2,9 @@ import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
 import type { Caller } from '../core/caller.ts';
-import { targetHash } from '../core/erasure-guard.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { OutboxRow } from '../jobs/outbox.ts';
-import { erasureTargetOf, getErasure, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
+import { erasureTargetOf, getErasure, keyedTarget, listErasures, requestErasure, resumeErasure } from '../lifecycle/erasure.ts';
 import {
   ErasureIdParamSchema,
   ErasureListQuerySchema,
@@ -115,11 +114,8 @@ export function erasureRoutes({ db, dispatch, erasureKey }: ErasureRouteDeps) {
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(requestRoute, async (c) => {
       const target = erasureTargetOf(c.req.valid('json'));
-      // The idempotency record keeps a hash of the request for 24 h: of a person's or a
-      // conversation's id only the keyed hash the erasure itself keeps (DESIGN §10), never a plain
-      // hash that guessing ids could reverse. (Without a key the request fails and nothing is kept.)
-      const named = target.kind === 'fact' || !erasureKey ? target : { kind: target.kind, hash: targetHash(erasureKey, target.kind, target.id) };
-      return queued(c, named, (caller) => requestErasure(caller, target, erasureKey));
+      // The idempotency record keeps a hash of the request for 24 h: of the target only what may be kept.
+      return queued(c, keyedTarget(target, erasureKey), (caller) => requestErasure(caller, target, erasureKey));
     })
     .openapi(listRoute, async (c) => c.json(await listErasures(callerOf(c), c.req.valid('query')), 200))
     .openapi(getRoute, async (c) => c.json(await getErasure(callerOf(c), c.req.valid('param').id), 200))

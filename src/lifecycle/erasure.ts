@@ -42,6 +42,16 @@ export function erasureTargetOf(request: ErasureRequest): ErasureTarget {
   return { kind: 'conversation', id: request.conversationId! };
 }
 
+/**
+ * What of a target may be kept outside its erasure record, e.g. hashed into an Idempotency-Key's
+ * record for 24 h: a fact's id as it is, a person's or conversation's id only as the keyed hash the
+ * erasure record keeps (DESIGN §10), never as plain text or a plain hash that guessed ids could be
+ * tested against. Without a key nothing is recorded (the request fails), so the target is returned.
+ */
+export function keyedTarget(target: ErasureTarget, key: string | undefined): { kind: ErasureTarget['kind']; id?: string; hash?: string } {
+  return target.kind === 'fact' || !key ? target : { kind: target.kind, hash: targetHash(key, target.kind, target.id) };
+}
+
 type ErasureRow = typeof erasures.$inferSelect;
 
 
