@@ -232,18 +232,21 @@ function typePrinter(checker: ts.TypeChecker, program: ts.Program, names: Map<ts
   return (type: ts.Type, top = false) => print(type, 0, top);
 }
 
-/** The declarations type-checked on their own, as a user's project sees them: no @types/node, no zod, libraries checked. */
+/** A user's project as the package must satisfy it: strict, no @types/node, no zod, libraries checked. */
+export const CONSUMER_COMPILER_OPTIONS: ts.CompilerOptions = {
+  strict: true,
+  noEmit: true,
+  skipLibCheck: false,
+  target: ts.ScriptTarget.ES2022,
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
+  types: [],
+};
+
+/** The declarations type-checked on their own, as a user's project sees them. */
 function checkAlone(files: string[]): void {
-  const program = ts.createProgram(files, {
-    strict: true,
-    noEmit: true,
-    skipLibCheck: false,
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
-    types: [],
-  });
+  const program = ts.createProgram(files, CONSUMER_COMPILER_OPTIONS);
   const errors = ts.getPreEmitDiagnostics(program);
   if (errors.length > 0) throw new Error(`the declarations do not stand alone:\n${format(errors)}`);
 }

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONSUMER_COMPILER_OPTIONS } from '../../clients/typescript/build.ts';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { projectRoot } from '../helpers/process.ts';
 
@@ -97,16 +98,7 @@ describe('@mnemo-memory/client from another project', () => {
 
     await writeFile(join(consumer, 'use.ts'), typedUse);
     await writeFile(join(consumer, 'wrong.ts'), wrongUse);
-    const program = ts.createProgram([join(consumer, 'use.ts'), join(consumer, 'wrong.ts')], {
-      strict: true,
-      noEmit: true,
-      skipLibCheck: false,
-      target: ts.ScriptTarget.ES2022,
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
-      types: [],
-    });
+    const program = ts.createProgram([join(consumer, 'use.ts'), join(consumer, 'wrong.ts')], CONSUMER_COMPILER_OPTIONS);
     const problems = ts.getPreEmitDiagnostics(program).map((d) => ({
       file: d.file?.fileName.slice(consumer.length + 1),
       message: ts.flattenDiagnosticMessageText(d.messageText, '\n'),
