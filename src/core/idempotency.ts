@@ -86,3 +86,38 @@ export async function readStoredResponse(db: Db, tenantId: string, key: string):
   )) as unknown as StoredRow[];
   return storedOf(row);
 }
+
+/**
+ * Drops up to `batch` of the tenant's records past their 24 hours (the retention sweep calls it
+ * until it drops fewer). A record is only ever replaced by a new request with the same key, so
+ * without this the table would keep every response, and the content in it, for good.
+ */
+export async function dropExpiredRecords(tx: Tx, tenantId: string, batch: number): Promise<number> {
+  const dropped = (await tx.execute(sql`
+    delete from idempotency_keys
+    where tenant_id = ${tenantId}
+      and key in (select key from idempotency_keys where tenant_id = ${tenantId} and expires_at <= now() limit ${batch})
+    returning key`)) as unknown as unknown[];
+  return dropped.length;
+}
+
+/**
+ * Drops the tenant's records whose stored response shows a fact whose content is gone (erased,
+ * or purged by retention): a replay would hand back what the erasure removed. Facts are found by
+ * the ids in the response text, any shape (a fact, a batch's list, a supersede), through the
+ * facts' primary key. A retry with such a key afterwards runs again, as a new request would: the
+ * erasure guard no longer holds then, and what it writes is the client's to answer for.
+ */
+export async function dropRecordsShowingRemovedFacts(tx: Tx, tenantId: string): Promise<number> {
+  const dropped = (await tx.execute(sql`
+    delete from idempotency_keys k
+    where k.tenant_id = ${tenantId}
+      and k.response_body is not null
+      and exists (
+        select 1
+        from regexp_matches(k.response_body, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') as shown(id)
+        join facts f on f.tenant_id = ${tenantId} and f.id = shown.id[1]::uuid
+        where f.content is null and f.invalidation_reason in ('erased', 'deleted', 'expired'))
+    returning k.key`)) as unknown as unknown[];
+  return dropped.length;
+}

@@ -21,6 +21,7 @@ import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { decodeCursor, pageOf } from '../core/cursor.ts';
 import { assertTenantAdmin, FactNotFound, LegalHold } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
+import { dropRecordsShowingRemovedFacts } from '../core/idempotency.ts';
 import { lockNames, targetHash } from '../core/erasure-guard.ts';
 import type { ErasureRequest, ErasureStatus } from './schemas.ts';
 
@@ -286,11 +287,17 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
       await eraseBatch(tx, tenantId, erasureId, target, batch.map((f) => f.id));
       return false;
     });
-    if (done === 'legal-hold') return 'legal-hold';
+    if (done === 'legal-hold') {
+      await withTenant(db, tenantId, (tx) => dropRecordsShowingRemovedFacts(tx, tenantId));
+      return 'legal-hold';
+    }
     if (done) break;
   }
 
   await withTenant(db, tenantId, async (tx) => {
+    // A stored Idempotency-Key response of a write, supersede or verify holds the fact as it was
+    // answered, content and subjects: a replay must not hand back what was just erased.
+    await dropRecordsShowingRemovedFacts(tx, tenantId);
     await tx
       .update(erasures)
       .set({ status: 'completed', finishedAt: sql`statement_timestamp()` })

@@ -9,6 +9,7 @@
  * and never process a fact twice.
  */
 import { and, eq, inArray, isNotNull, isNull, lte, sql } from 'drizzle-orm';
+import { dropExpiredRecords, dropRecordsShowingRemovedFacts } from '../core/idempotency.ts';
 import { type Db, withTenant } from '../db/client.ts';
 import { factEmbeddings, factRevisions, facts } from '../db/schema.ts';
 import { expireFact } from '../memory/facts.ts';
@@ -18,6 +19,8 @@ export const SWEEP_BATCH = 500;
 export interface SweepResult {
   expired: number;
   purged: number;
+  /** `Idempotency-Key` records dropped: expired, or showing purged content. */
+  idempotencyRecords: number;
 }
 
 export interface SweepOptions {
@@ -28,7 +31,7 @@ export interface SweepOptions {
 
 /** Sweeps one tenant until nothing is due. */
 export async function sweepTenant(db: Db, tenantId: string, { purgeGraceMs, batch = SWEEP_BATCH }: SweepOptions): Promise<SweepResult> {
-  const result: SweepResult = { expired: 0, purged: 0 };
+  const result: SweepResult = { expired: 0, purged: 0, idempotencyRecords: 0 };
   for (;;) {
     const expired = await withTenant(db, tenantId, async (tx) => {
       const due = await tx
@@ -76,6 +79,14 @@ export async function sweepTenant(db: Db, tenantId: string, { purgeGraceMs, batc
     });
     result.purged += purged;
     if (purged < batch) break;
+  }
+  if (result.purged > 0) {
+    result.idempotencyRecords += await withTenant(db, tenantId, (tx) => dropRecordsShowingRemovedFacts(tx, tenantId));
+  }
+  for (;;) {
+    const dropped = await withTenant(db, tenantId, (tx) => dropExpiredRecords(tx, tenantId, batch));
+    result.idempotencyRecords += dropped;
+    if (dropped < batch) break;
   }
   return result;
 }

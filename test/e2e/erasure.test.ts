@@ -142,6 +142,43 @@ describe('erasure', () => {
     expect(list.body.data.map((e: { id: string }) => e.id)).toEqual([started.body.id]);
   });
 
+  it("drops the stored Idempotency-Key answers that show the person's facts: a retry cannot replay erased content", async () => {
+    const { tenantId, admin: token } = await api.newTenant('erase-keys');
+    const keyed = (path: string, key: string, body: unknown) => api.request('POST', path, { token, body, headers: { 'Idempotency-Key': key } });
+    const about = { type: 'acme.note', content: { text: 'end-31 lives at 4 Elm St' }, subjects: [{ kind: 'participant', id: 'end-31' }] };
+    const written = await keyed('/v1/memory/facts', 'w-1', about);
+    const batch = await keyed('/v1/memory/facts:batch', 'b-1', {
+      facts: [
+        { type: 'acme.note', content: { text: 'end-31 prefers tea' }, scope: { projectId: 'p1', participantId: 'end-31' } },
+        { type: 'acme.note', content: { text: 'the office opens at 9' } },
+      ],
+    });
+    const plain = (await write(token, { content: { text: 'end-31 was here' }, subjects: [{ kind: 'participant', id: 'end-31' }] })).body;
+    const superseded = await keyed(`/v1/memory/facts/${plain.id}/supersede`, 's-1', { content: { text: 'end-31 moved to 9 Oak Rd' } });
+    const unrelated = await keyed('/v1/memory/facts', 'w-2', { type: 'acme.note', content: { text: 'about end-32' } });
+    expect([written.status, batch.status, superseded.status, unrelated.status]).toEqual([201, 201, 200, 201]);
+    const stored = async () =>
+      (await api.db.admin<{ key: string; body: string }[]>`
+        select key, response_body as body from idempotency_keys where tenant_id = ${tenantId} order by key`).map((r) => [r.key, r.body] as const);
+    expect((await stored()).map(([key]) => key)).toEqual(['b-1', 's-1', 'w-1', 'w-2']);
+    expect((await stored()).filter(([, body]) => body.includes('Elm St') || body.includes('Oak Rd'))).toHaveLength(2);
+
+    const started = await api.request('POST', '/v1/memory/erasures', { token, body: { subject: { kind: 'participant', id: 'end-31' } } });
+    expect(await waitFor(token, started.body.id)).toMatchObject({ status: 'completed', factsErased: 3 });
+
+    // The three answers that showed the person's facts are gone (the batch's with them: it showed
+    // one); the unrelated write's answer still replays.
+    expect(await stored()).toEqual([['w-2', expect.stringContaining('about end-32')]]);
+    const replayed = await keyed('/v1/memory/facts', 'w-2', { type: 'acme.note', content: { text: 'about end-32' } });
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.body.id).toBe(unrelated.body.id);
+    // A retry of the erased write is a new request now: no replay of the erased fact.
+    const retried = await keyed('/v1/memory/facts', 'w-1', about);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    expect(retried.body.id).not.toBe(written.body.id);
+    expect((await api.request('GET', `/v1/memory/facts/${written.body.id}`, { token })).status).toBe(404);
+  });
+
   it('a conversation, an external subject, and a single fact', async () => {
     const { admin: token } = await api.newTenant('targets');
     const inThread = (await write(token, { scope: { projectId: 'p1', threadId: 'th-1' } })).body;

@@ -159,7 +159,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
     const fact = await insertFact(t.app.db, tenantId, { projectId: 'p1' });
     const pending = await withTenant(t.app.db, tenantId, (tx) => factsNeedingEmbedding(tx, tenantId, model.model, 10));
     await deleteFact({ db: t.app.db, principal: admin(tenantId) }, fact.id);
-    expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 0 })).toEqual({ expired: 0, purged: 1 });
+    expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 0 })).toEqual({ expired: 0, purged: 1, idempotencyRecords: 0 });
     expect(await store(tenantId, pending)).toBe(0);
     expect(await vectorsOf(tenantId)).toBe(0);
   });

@@ -165,7 +165,7 @@ describe('keyword search (BM25 in SQL)', () => {
 
     // Expiry: the sweep invalidates the fact; with no grace it also purges the deleted ones' content.
     await t.admin`update facts set expires_at = now() - interval '1 minute' where tenant_id = ${tenantA} and id = ${expiring.id}`;
-    expect(await sweepTenant(t.app.db, tenantA, { purgeGraceMs: 0 })).toEqual({ expired: 1, purged: 3 });
+    expect(await sweepTenant(t.app.db, tenantA, { purgeGraceMs: 0 })).toEqual({ expired: 1, purged: 3, idempotencyRecords: 0 });
     expect(await statistics(tenantA)).toEqual(await freshCount(tenantA));
     expect((await statistics(tenantA)).terms.has('ocelot')).toBe(false);
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTenant } from '../../src/db/client.ts';
 import { sweepTenant } from '../../src/lifecycle/retention.ts';
@@ -47,7 +48,7 @@ describe('retention sweep', () => {
     await t.admin`update facts set expires_at = now() - interval '1 minute' where tenant_id = ${tenantId} and id = ${due.id}`;
 
     const result = await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY });
-    expect(result).toEqual({ expired: 1, purged: 0 });
+    expect(result).toEqual({ expired: 1, purged: 0, idempotencyRecords: 0 });
 
     const expired = await stored(tenantId, due.id);
     expect(expired.fact).toMatchObject({ version: 2, invalidation_reason: 'expired', content: due.content });
@@ -59,7 +60,7 @@ describe('retention sweep', () => {
       expect(kept.fact).toMatchObject({ version: 1, invalidation_reason: null, content: fact.content });
     }
     // A second sweep finds nothing more to do.
-    expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY })).toEqual({ expired: 0, purged: 0 });
+    expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY })).toEqual({ expired: 0, purged: 0, idempotencyRecords: 0 });
   });
 
   it('purges deleted and expired content from the fact, every revision and every vector after the grace period; ids, versions and times remain', async () => {
@@ -78,7 +79,7 @@ describe('retention sweep', () => {
     });
     // The expired one is closed by this sweep, at now(): inside the grace period too.
     const first = await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY });
-    expect(first).toEqual({ expired: 1, purged: 1 });
+    expect(first).toEqual({ expired: 1, purged: 1, idempotencyRecords: 0 });
 
     const purged = await stored(tenantId, deletedLongAgo.id);
     expect(purged.fact).toMatchObject({ id: deletedLongAgo.id, version: 1, content: null, invalidation_reason: 'deleted' });
@@ -93,7 +94,7 @@ describe('retention sweep', () => {
 
     // With no grace (as erasure uses), the rest of the closed content goes, the held fact excepted.
     const second = await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 0 });
-    expect(second).toEqual({ expired: 0, purged: 2 });
+    expect(second).toEqual({ expired: 0, purged: 2, idempotencyRecords: 0 });
     for (const fact of [deletedJustNow, expiredLongAgo]) {
       const gone = await stored(tenantId, fact.id);
       expect(gone.fact.content).toBeNull();
@@ -103,6 +104,31 @@ describe('retention sweep', () => {
     }
     expect((await stored(tenantId, heldDeleted.id)).fact.content).toEqual(heldDeleted.content);
     expect((await stored(tenantId, live.id)).fact.content).toEqual(live.content);
+  });
+
+  it('drops Idempotency-Key records past their 24 hours, and any that shows content it purged; live ones stay', async () => {
+    const tenantId = uniqueTenant('keys');
+    const purgedFact = await insertFact(t.app.db, tenantId);
+    const liveFact = await insertFact(t.app.db, tenantId);
+    const record = (key: string, body: string, expiresIn: string, tenant = tenantId) => t.admin`
+      insert into idempotency_keys (tenant_id, key, request_hash, response_status, response_body, created_at, expires_at)
+      values (${tenant}, ${key}, 'h', 201, ${body}, now() - interval '1 hour', now() + ${expiresIn}::interval)`;
+    const neighbour = uniqueTenant('keys-neighbour');
+    await insertFact(t.app.db, neighbour);
+    await record('old-elsewhere', '{}', '-1 minute', neighbour);
+    // More expired records than one batch, so the sweep has to come back for the rest.
+    for (let i = 0; i < 7; i++) await record(`old-${i}`, JSON.stringify(liveFact), '-1 minute');
+    await record('shows-purged', JSON.stringify({ data: [liveFact, purgedFact] }), '23 hours');
+    await record('shows-live', JSON.stringify(liveFact), '23 hours');
+    await record('no-fact', JSON.stringify({ id: randomUUID(), status: 'pending' }), '23 hours');
+    await t.admin`update facts set invalidated_at = now() - interval '8 days', invalidation_reason = 'deleted' where tenant_id = ${tenantId} and id = ${purgedFact.id}`;
+
+    expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY, batch: 3 })).toEqual({ expired: 0, purged: 1, idempotencyRecords: 8 });
+    const left = await t.admin<{ key: string }[]>`select key from idempotency_keys where tenant_id = ${tenantId} order by key`;
+    expect(left.map((r) => r.key)).toEqual(['no-fact', 'shows-live']);
+    // Nothing due: nothing dropped. Another tenant's expired record waits for that tenant's sweep.
+    expect(await sweepTenant(t.app.db, tenantId, { purgeGraceMs: 7 * DAY })).toEqual({ expired: 0, purged: 0, idempotencyRecords: 0 });
+    expect(await t.admin`select key from idempotency_keys where tenant_id = ${neighbour}`).toEqual([{ key: 'old-elsewhere' }]);
   });
 
   it('two sweeps at once share the work: every expired fact closed exactly once', async () => {
