@@ -123,6 +123,7 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
     '/',
     mcpRoutes({
       db,
+      reads,
       verifyToken,
       logger,
       maxBodyBytes: BODY_LIMIT_BYTES,

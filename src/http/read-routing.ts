@@ -2,8 +2,9 @@
  * Reads on a streaming replica (DATABASE_READ_URL), each caller reading its own writes.
  *
  * The list, single-fact, revisions, retrieve, context and report routes read through `readFrom`,
- * which hands the domain verb the replica's handle as `Caller.db`; every other route, and every
- * write, stays on the primary. A caller (tenant + sub) reads from the primary until the replica has
+ * which hands the domain verb the replica's handle as `Caller.db` (the MCP tools that read call
+ * `read` themselves: a `POST /mcp` may also have written); every other route, and every write,
+ * stays on the primary. A caller (tenant + sub) reads from the primary until the replica has
  * replayed past its last write:
  * - once a request that may have written has answered (a 2xx to anything but GET/HEAD/OPTIONS that
  *   did not go through `readFrom`), the primary's WAL end is remembered for the caller: in Redis,

@@ -43,9 +43,8 @@ export const registerKiwiMemoryReport: ToolRegistration = (server, context) => {
     },
     (args) =>
       runTool(context, 'kiwi_memory_report', async () => {
-        const report = await coverageReport(
-          { db: context.db, principal: context.principal },
-          { episodesPrefix: args.episodes_prefix, limit: args.limit ?? REPORT_LIST_DEFAULT, offset: args.offset },
+        const report = await context.read((db) =>
+          coverageReport({ db, principal: context.principal }, { episodesPrefix: args.episodes_prefix, limit: args.limit ?? REPORT_LIST_DEFAULT, offset: args.offset }),
         );
         const structuredContent: z.infer<typeof CoverageReportSchema> = { ...report };
         return {

@@ -38,10 +38,11 @@ export const registerMemoryRetrieve: ToolRegistration = (server, context) => {
     },
     (args) =>
       runTool(context, 'memory_retrieve', async () => {
-        const caller = { db: context.db, principal: context.principal, embedder: context.embedder };
         // A token with an MCP scope recalls what applies there; otherwise all it may read.
         const scope = context.principal.mcpScope && mcpScopeOf(context.principal, context.remember.settings.scope);
-        const { messages, factIds } = await buildContext(caller, { ...args, ...(scope && { scope }) });
+        const { messages, factIds } = await context.read((db) =>
+          buildContext({ db, principal: context.principal, embedder: context.embedder }, { ...args, ...(scope && { scope }) }),
+        );
         const memory = messages[0]!.content;
         return { structuredContent: { memory, factIds }, content: [{ type: 'text', text: memory }] };
       }),

@@ -23,6 +23,7 @@ import { AppError } from '../errors.ts';
 import { authenticate, principalOf } from '../http/auth.ts';
 import type { AppEnv } from '../http/app-env.ts';
 import { errorBody, respondWithError } from '../http/errors.ts';
+import { primaryReads, type ReadRouting } from '../http/read-routing.ts';
 import { openApiInfo } from '../http/openapi.ts';
 import type { Logger } from '../log.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
@@ -47,6 +48,12 @@ export function createMcpServer(context: ToolContext): McpServer {
 
 export interface McpRouteDependencies {
   db: Db;
+  /**
+   * Where the tools' reads go (a replica, with read-your-writes); default the primary. A call is
+   * a POST, so once it answers the caller's write position is remembered (rememberWrites): a
+   * recall right after a remember, on any node, sees it.
+   */
+  reads?: ReadRouting | undefined;
   verifyToken: TokenVerifier;
   logger: Logger;
   /** The same bound as /v1 bodies. */
@@ -64,6 +71,7 @@ export interface McpRouteDependencies {
 /** `POST /mcp`, and 405 for every other method. */
 export function mcpRoutes({
   db,
+  reads = primaryReads(db),
   verifyToken,
   logger,
   maxBodyBytes,
@@ -86,7 +94,9 @@ export function mcpRoutes({
     rateLimit,
     async (c) => {
       const requestId = c.get('requestId');
-      const server = createMcpServer({ db, principal: principalOf(c), logger, requestId, embedder, remember });
+      const principal = principalOf(c);
+      const read = <T>(run: (readDb: Db) => Promise<T>) => reads.read(principal, run);
+      const server = createMcpServer({ db, read, principal, logger, requestId, embedder, remember });
       server.server.onerror = (error) => logger.warn('MCP request refused', { requestId, error: error.message });
       const transport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: undefined,

@@ -11,7 +11,13 @@ import type { QueryEmbedder } from '../memory/retrieve.ts';
 
 /** What every tool call runs with: the caller (from the bearer token) and the services. */
 export interface ToolContext {
+  /** The primary: where writes go. */
   db: Db;
+  /**
+   * Runs a read where this caller's reads go: the replica once it has the caller's writes
+   * (DATABASE_READ_URL, src/http/read-routing.ts), else the primary.
+   */
+  read: <T>(run: (db: Db) => Promise<T>) => Promise<T>;
   principal: Principal;
   logger: Logger;
   requestId: string;

@@ -325,6 +325,7 @@ describe('MCP server (POST /mcp)', () => {
     const logged: string[] = [];
     const context = (): ToolContext => ({
       db: api.db.app.db,
+      read: (run) => run(api.db.app.db),
       principal: { tenantId: 't', sub: 'u', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } },
       logger: createLogger('info', {}, (line) => logged.push(line)),
       requestId: 'req-42',

@@ -10,6 +10,7 @@ import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
 import type { RateLimiter } from '../../src/http/rate-limit.ts';
+import type { ReadRouting } from '../../src/http/read-routing.ts';
 import { createDispatcher } from '../../src/jobs/dispatcher.ts';
 import { type BullQueues, closeQueues, createQueues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
@@ -108,6 +109,8 @@ export async function startTestApi(
     rateLimiter?: RateLimiter;
     /** What the MCP tool kindgi_remember writes, as MNEMO_MCP_* set it (the defaults otherwise). */
     mcp?: Partial<Omit<RememberSettings, 'erasureKey'>>;
+    /** Where reads go, as DATABASE_READ_URL routes them (the primary by default); closed by the caller. */
+    reads?: (database: TestDatabase) => Promise<ReadRouting>;
   } = {},
 ): Promise<TestApi> {
   const db = options.database ?? (await createTestDatabase());
@@ -127,6 +130,7 @@ export async function startTestApi(
     readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() }, degradable: ['redis'] },
     rateLimiter: options.rateLimiter,
     mcp: { ...DEFAULT_REMEMBER_SETTINGS, ...options.mcp },
+    reads: options.reads && (await options.reads(db)),
   });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
   answerMalformedRequests(server);

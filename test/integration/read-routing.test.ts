@@ -13,7 +13,10 @@ import { AppError } from '../../src/errors.ts';
 import type { AppEnv } from '../../src/http/app-env.ts';
 import { openReplicaReads, readFrom, type ReadRouting, rememberWrites, type WritePositions } from '../../src/http/read-routing.ts';
 import { createLogger } from '../../src/log.ts';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { connectMcp } from '../helpers/mcp.ts';
 import { freePort } from '../helpers/process.ts';
 
 const logger = createLogger('error');
@@ -166,5 +169,52 @@ describe('rememberWrites', () => {
     // Nobody authenticated: nobody to remember.
     expect((await send('POST', '/v1/write')).status).toBe(201);
     expect(wrote).toEqual(['alice']);
+  });
+});
+
+describe('the MCP tools', () => {
+  let api: TestApi;
+  let replica: Database;
+  /** Which pool answered each routed read. */
+  const served: string[] = [];
+
+  beforeAll(async () => {
+    api = await startTestApi({
+      reads: async (database) => {
+        replica = connect(database.appUrl, { applicationName: 'mnemo-api-read' });
+        const routing = await openReplicaReads({ primary: database.app, replica, positions: memoryPositions(), logger });
+        return {
+          ...routing,
+          read: (caller, run, options) =>
+            routing.read(caller, (handle) => {
+              served.push(handle === replica.db ? 'replica' : handle === database.app.db ? 'primary' : 'unknown');
+              return run(handle);
+            }, options),
+        };
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await api?.close();
+    await replica?.close();
+  });
+
+  it('read where /v1 reads go: memory_retrieve and kiwi_memory_report on the replica, remember on the primary, and the recall sees it', async () => {
+    const { admin } = await api.newTenant('mcp-reads');
+    const client = await connectMcp(api.baseUrl, admin);
+    try {
+      const remembered = (await client.callTool({ name: 'kindgi_remember', arguments: { type: 'note', text: 'The standup moved to 9:30' } })) as CallToolResult;
+      expect(remembered.isError).toBeFalsy();
+      expect(served).toEqual([]);
+      const recalled = (await client.callTool({ name: 'memory_retrieve', arguments: { query: 'standup', mode: 'keyword' } })) as CallToolResult;
+      expect(recalled.structuredContent).toMatchObject({ factIds: [(remembered.structuredContent as { factId: string }).factId] });
+      expect(served).toEqual(['replica']);
+      const report = (await client.callTool({ name: 'kiwi_memory_report', arguments: {} })) as CallToolResult;
+      expect(report.isError).toBeFalsy();
+      expect(served).toEqual(['replica', 'replica']);
+    } finally {
+      await client.close();
+    }
   });
 });
