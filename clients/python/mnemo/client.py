@@ -414,6 +414,72 @@ class Client:
         return self._call("GET", "/v1/memory/report", query=query, timeout=timeout)
 
     # -----------------------------------------------------------------------------------------
+    # Stored reports (DESIGN §6) and erasures (DESIGN §10). A request carries an Idempotency-Key
+    # (generated unless given), so a retry after a lost answer queues no second job.
+
+    def request_report(
+        self,
+        episodes_prefix: Optional[str] = None,
+        limit: Optional[int] = None,
+        offset: Optional[int] = None,
+        *,
+        scope: Optional[Mapping[str, Any]] = None,
+        idempotency_key: Union[str, bool, None] = None,
+        timeout: Optional[float] = None,
+        **scope_keys: Any,
+    ) -> Dict[str, Any]:
+        """The coverage report as a background job, kept for the history (``POST /v1/memory/reports``).
+
+        → ``{"id", "status": "pending"}``; follow it with ``get_report(id)``.
+        """
+        body = _body({"episodes_prefix": episodes_prefix, "limit": limit, "offset": offset})
+        where = _keys_in_camel({**(scope or {}), **scope_keys})
+        if where:
+            body["scope"] = where
+        return self._write("POST", "/v1/memory/reports", body, idempotency_key, None, timeout)
+
+    def get_report(self, id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """A stored report: ``status``, ``progress`` and, once completed, ``result``."""
+        return self._call("GET", f"/v1/memory/reports/{quote(str(id), safe='')}", timeout=timeout)
+
+    def list_reports(self, *, page_size: Optional[int] = None, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+        """The tenant's stored reports, newest first, a page at a time as you iterate."""
+        return self._pages("/v1/memory/reports", page_size, timeout)
+
+    def request_erasure(
+        self,
+        *,
+        fact_id: Optional[str] = None,
+        subject: Optional[Mapping[str, str]] = None,
+        conversation_id: Optional[str] = None,
+        idempotency_key: Union[str, bool, None] = None,
+        timeout: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """Erases a fact, a person (``subject={"kind": "participant" | "external", "id": ...}``) or a
+        conversation (tenant admins; ``POST /v1/memory/erasures``) → ``{"id", "status": "pending"}``.
+
+        Exactly one target. While it runs, writes naming that person or conversation raise
+        ``ErasureInProgressError``.
+        """
+        targets = {"factId": fact_id, "subject": dict(subject) if subject is not None else None, "conversationId": conversation_id}
+        named = {key: value for key, value in targets.items() if value is not None}
+        if len(named) != 1:
+            raise TypeError("request_erasure takes exactly one of fact_id, subject and conversation_id")
+        return self._write("POST", "/v1/memory/erasures", named, idempotency_key, None, timeout)
+
+    def get_erasure(self, id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """An erasure's ``status`` (pending, running, completed, failed) and counts."""
+        return self._call("GET", self._erasure_path(id), timeout=timeout)
+
+    def list_erasures(self, *, page_size: Optional[int] = None, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+        """The tenant's erasures, newest first, a page at a time as you iterate."""
+        return self._pages("/v1/memory/erasures", page_size, timeout)
+
+    def resume_erasure(self, id: str, *, idempotency_key: Union[str, bool, None] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Runs a failed erasure again, e.g. after its legal hold was lifted → ``{"id", "status"}``."""
+        return self._write("POST", f"{self._erasure_path(id)}/resume", None, idempotency_key, None, timeout)
+
+    # -----------------------------------------------------------------------------------------
     # Any route
 
     def request(
@@ -445,6 +511,21 @@ class Client:
     @staticmethod
     def _fact_path(id: str) -> str:
         return f"/v1/memory/facts/{quote(str(id), safe='')}"
+
+    @staticmethod
+    def _erasure_path(id: str) -> str:
+        return f"/v1/memory/erasures/{quote(str(id), safe='')}"
+
+    def _pages(self, path: str, page_size: Optional[int], timeout: Optional[float]) -> Iterator[Dict[str, Any]]:
+        """Every item of a cursor-paged list (``{"data", "hasMore", "nextCursor"}``), page by page."""
+        cursor: Optional[str] = None
+        while True:
+            page = self._call("GET", path, query=_query({"limit": page_size, "cursor": cursor}), timeout=timeout)
+            for item in page["data"]:
+                yield item
+            cursor = page.get("nextCursor")
+            if not page.get("hasMore") or not cursor:
+                return
 
     @staticmethod
     def _refuse_limit(filters: Mapping[str, Any]) -> None:

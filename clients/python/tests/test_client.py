@@ -243,6 +243,43 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(elsewhere["episodic_count"], 1)  # only the one marked episodic
 
 
+class StoredReportsAndErasuresTest(unittest.TestCase):
+    def test_request_report_is_replayed_under_its_key_and_listed(self) -> None:
+        # Tenant B's admin: tenant A's admin already spends most of its reports limit on ReportTest.
+        other = client("other_tenant")
+        project = unique("p")
+        key = unique("report-key")
+        first = other.request_report(limit=5, project_id=project, idempotency_key=key)
+        self.assertEqual(first["status"], "pending")
+        self.assertEqual(other.request_report(limit=5, project_id=project, idempotency_key=key), first)
+        stored = other.get_report(first["id"])
+        self.assertEqual(stored["params"], {"limit": 5, "scope": {"projectId": project}})
+        self.assertIn(first["id"], [report["id"] for report in other.list_reports(page_size=1)])
+        with self.assertRaises(mnemo.IdempotencyKeyReusedError):
+            other.request_report(limit=6, project_id=project, idempotency_key=key)
+
+    def test_request_erasure_get_list_and_resume(self) -> None:
+        admin = client("admin")
+        person = unique("end")
+        key = unique("erasure-key")
+        erasure = admin.request_erasure(subject={"kind": "participant", "id": person}, idempotency_key=key)
+        self.assertEqual(erasure["status"], "pending")
+        # A retry with the same key is the same erasure, not a second one.
+        self.assertEqual(admin.request_erasure(subject={"kind": "participant", "id": person}, idempotency_key=key), erasure)
+        self.assertEqual(admin.get_erasure(erasure["id"])["target"], {"kind": "subject", "subjectKind": "participant"})
+        listed = [item["id"] for item in admin.list_erasures(page_size=1)]
+        self.assertEqual(listed.count(erasure["id"]), 1)
+        # No worker runs here: it is still pending, and only a failed erasure may be resumed.
+        with self.assertRaises(mnemo.BadInputError):
+            admin.resume_erasure(erasure["id"])
+        with self.assertRaises(mnemo.PermissionDeniedError):
+            client("member").request_erasure(conversation_id=unique("th"))
+        with self.assertRaises(TypeError):
+            admin.request_erasure(fact_id="0190a000-0000-7000-8000-000000000000", conversation_id="th-1")
+        with self.assertRaises(TypeError):
+            admin.request_erasure()
+
+
 class RequestTest(unittest.TestCase):
     def test_request_reaches_any_route(self) -> None:
         admin = client("admin")

@@ -152,6 +152,21 @@ class WhatIsRetriedTest(unittest.TestCase):
                 self.assertEqual(len(server.received), 2)
                 self.assertEqual(server.received[0][:2], server.received[1][:2])
 
+    def test_report_and_erasure_requests_are_retried_under_one_generated_key(self) -> None:
+        calls = {
+            "request_report": lambda c: c.request_report(project_id="p1"),
+            "request_erasure": lambda c: c.request_erasure(subject={"kind": "participant", "id": "end-7"}),
+            "resume_erasure": lambda c: c.resume_erasure("e1"),
+        }
+        for name, call in calls.items():
+            with self.subTest(name):
+                with ScriptedServer(drop_connection(), answer(202, {"id": "e1", "status": "pending"})) as server:
+                    self.assertEqual(call(fast(server.url)), {"id": "e1", "status": "pending"})
+                keys = [server.header(i, "idempotency-key") for i in range(2)]
+                self.assertTrue(UUID4.match(keys[0] or ""), keys)
+                self.assertEqual(keys[0], keys[1])
+                self.assertEqual(server.received[0], server.received[1])
+
     def test_request_retries_a_post_only_when_told_it_is_repeatable(self) -> None:
         with ScriptedServer(drop_connection(), answer(202, {"id": "r1"})) as server:
             with self.assertRaises(mnemo.MnemoConnectionError):
