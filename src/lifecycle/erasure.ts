@@ -263,7 +263,13 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
     return 'running' as const;
   });
   if (!claimed) return 'skipped';
-  if (claimed === 'legal-hold') return 'legal-hold';
+  // Stopped by a hold, now or part way: what an earlier run or the batches below erased stays
+  // erased, and so do the stored answers that showed it (see the end).
+  const heldBack = async () => {
+    await withTenant(db, tenantId, (tx) => dropRecordsShowingRemovedFacts(tx, tenantId));
+    return 'legal-hold' as const;
+  };
+  if (claimed === 'legal-hold') return heldBack();
 
   for (;;) {
     const done = await withTenant(db, tenantId, async (tx) => {
@@ -287,10 +293,7 @@ export async function runErasure(db: Db, tenantId: string, erasureId: string, ta
       await eraseBatch(tx, tenantId, erasureId, target, batch.map((f) => f.id));
       return false;
     });
-    if (done === 'legal-hold') {
-      await withTenant(db, tenantId, (tx) => dropRecordsShowingRemovedFacts(tx, tenantId));
-      return 'legal-hold';
-    }
+    if (done === 'legal-hold') return heldBack();
     if (done) break;
   }
 
