@@ -38,7 +38,7 @@ const requestRoute = createRoute({
       409: `legal-hold: the fact is under legal hold; ${because.idempotencyInFlight}`,
       413: because.bodyOver1MiB,
       422: because.idempotencyKeyReused,
-      503: 'erasure is off on this deployment (no MNEMO_ERASURE_KEY)',
+      501: 'memory-operation-unsupported: erasure is off on this deployment (no MNEMO_ERASURE_KEY)',
     }),
   },
 });
@@ -89,7 +89,7 @@ export interface ErasureRouteDeps {
   db: Db;
   /** Hands erasures to the queues after the commit (without queues, the reconciler does). */
   dispatch: Dispatcher;
-  /** Without it erasure is off (503). */
+  /** Without it erasure is off (501 memory-operation-unsupported). */
   erasureKey?: string | undefined;
 }
 

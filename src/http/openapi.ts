@@ -43,7 +43,7 @@ const everyRouteMay = {
 
 type CommonStatus = keyof typeof everyRouteMay;
 /** The statuses only some routes give: each route names those its own rules produce. */
-type OwnStatus = 403 | 404 | 409 | 413 | 422;
+type OwnStatus = 403 | 404 | 409 | 413 | 422 | 501;
 
 /**
  * A route's error answers, to spread into its responses: the five every route may give, and the

@@ -56,9 +56,13 @@ export function keyedTarget(target: ErasureTarget, key: string | undefined): { k
 type ErasureRow = typeof erasures.$inferSelect;
 
 
-export class ErasureUnavailable extends AppError {
+/**
+ * Erasure is off on a deployment without MNEMO_ERASURE_KEY. 501, not 503: it is not a passing
+ * state that a retry outlives, and clients retry a 503 (DESIGN §7: nothing committed, retry).
+ */
+export class ErasureNotConfigured extends AppError {
   constructor() {
-    super('unavailable', 'Erasure is not configured on this deployment: an operator sets MNEMO_ERASURE_KEY');
+    super('memory-operation-unsupported', 'Erasure is not configured on this deployment: an operator sets MNEMO_ERASURE_KEY');
   }
 }
 
@@ -101,7 +105,7 @@ export async function requestErasure(
   key: string | undefined,
 ): Promise<{ erasure: ErasureStatus; outbox: OutboxRow }> {
   assertTenantAdmin(caller.principal, ADMINS_ONLY);
-  if (!key) throw new ErasureUnavailable();
+  if (!key) throw new ErasureNotConfigured();
   return inTenantTransaction(caller, async (tx) => {
     await registerTenant(tx, caller.principal.tenantId);
     if (target.kind === 'fact') {

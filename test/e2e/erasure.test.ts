@@ -1,5 +1,10 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createApp } from '../../src/app.ts';
+import { createTokenVerifier } from '../../src/auth/verify.ts';
+import { createClient } from '../../src/client/index.ts';
+import { MemoryOperationUnsupportedError } from '../../src/client/errors.ts';
+import { createLogger } from '../../src/log.ts';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
 import { targetHash } from '../../src/core/erasure-guard.ts';
 import { closeQueues, createQueues } from '../../src/jobs/queues.ts';
@@ -59,6 +64,30 @@ describe('erasure', () => {
     expect((await api.request('POST', '/v1/memory/erasures', { token, body: { factId: '0190a000-0000-7000-8000-000000000000' } })).status).toBe(404);
     const { admin: stranger } = await api.newTenant('stranger');
     expect((await api.request('GET', `/v1/memory/erasures/${started.body.id}`, { token: stranger })).status).toBe(404);
+  });
+
+  it('without MNEMO_ERASURE_KEY: 501 memory-operation-unsupported, nothing recorded, and the client does not retry it', async () => {
+    const app = createApp({
+      logger: createLogger('error', {}, () => {}),
+      db: api.db.app.db,
+      verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
+      readiness: { accepting: () => true, checks: {} },
+    });
+    const { tenantId, admin: token } = await api.newTenant('no-key');
+    const sent: string[] = [];
+    const client = createClient({
+      baseUrl: 'http://mnemo.test',
+      token,
+      fetch: async (input, init) => {
+        sent.push(String(input));
+        return app.request(String(input), init);
+      },
+    });
+    const refused = await client.memory.erasures.request({ kind: 'participant', id: 'end-5' }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(MemoryOperationUnsupportedError);
+    expect(refused).toMatchObject({ status: 501, code: 'memory-operation-unsupported', message: expect.stringContaining('MNEMO_ERASURE_KEY') });
+    expect(sent).toHaveLength(1);
+    expect(await api.db.admin`select id from erasures where tenant_id = ${tenantId}`).toEqual([]);
   });
 
   it('honours Idempotency-Key: a retry replays the first answer, one erasure; the key record holds no plain hash of the id', async () => {
