@@ -4,6 +4,7 @@
  * wrote), one on a port nothing listens on, or one that connects as the owner. The real streaming
  * replica, its lag and two API nodes are test/scale/read-replica.test.ts.
  */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/permissions.ts';
@@ -13,7 +14,6 @@ import { AppError } from '../../src/errors.ts';
 import type { AppEnv } from '../../src/http/app-env.ts';
 import { openReplicaReads, readFrom, type ReadRouting, rememberWrites, type WritePositions } from '../../src/http/read-routing.ts';
 import { createLogger } from '../../src/log.ts';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { connectMcp } from '../helpers/mcp.ts';
