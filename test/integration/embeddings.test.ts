@@ -13,7 +13,7 @@ import {
 } from '../../src/embeddings/provider.ts';
 import { failFastOnPermanent } from '../../workers/embed.ts';
 import { createTestDatabase } from '../helpers/database.ts';
-import { stopProcess, startProcess } from '../helpers/process.ts';
+import { runProcess, stopProcess, startProcess } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
 
 const cosine = (a: readonly number[], b: readonly number[]) => {
@@ -59,6 +59,13 @@ describe('local embeddings server through the OpenAI-compatible provider', () =>
     server = await startLocalEmbeddingsServer({ port: 0 });
   });
   afterAll(() => server?.close());
+
+  it('loads when compiling its WebAssembly is slower than reading its weights (a busy machine): the backend is awaited first', async () => {
+    // A fresh process: the backend is global, and this one's is already up.
+    const { code, stdout, stderr } = await runProcess('test/helpers/local-model-slow-wasm.ts', [], { WASM_DELAY_MS: '1000' });
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({ dims: 512 });
+  });
 
   it('ranks a related fact above an unrelated one, with 512 dimensions', async () => {
     const [query, related, unrelated] = await provider().embed([
