@@ -18,7 +18,7 @@ import { createLogger } from '../../src/log.ts';
 import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
 import { DEFAULT_REMEMBER_SETTINGS } from '../../src/memory/remember-settings.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
-import { connectMcp } from '../helpers/mcp.ts';
+import { mcpClients } from '../helpers/mcp.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
 
 const TOOL = 'kiwi_memory_report';
@@ -63,22 +63,18 @@ const texts = (result: CallToolResult) => result.content.flatMap((item) => (item
 
 describe('MCP server (POST /mcp)', () => {
   let api: TestApi;
-  const clients: Client[] = [];
+  const clients = mcpClients();
 
   beforeAll(async () => {
     api = await startTestApi();
   });
   afterAll(async () => {
-    await Promise.all(clients.map((client) => client.close()));
+    await clients.closeAll();
     await api.close();
   });
 
   /** The SDK's client, connected to the app with this bearer token. */
-  async function connect(token: string): Promise<Client> {
-    const client = await connectMcp(api.baseUrl, token);
-    clients.push(client);
-    return client;
-  }
+  const connect = (token: string): Promise<Client> => clients.connect(api.baseUrl, token);
 
   async function report(client: Client, args: Record<string, unknown> = {}) {
     const result = (await client.callTool({ name: TOOL, arguments: args })) as CallToolResult;

@@ -7,3 +7,18 @@ export async function connectMcp(baseUrl: string, token: string): Promise<Client
   await client.connect(new StreamableHTTPClientTransport(new URL('/mcp', baseUrl), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
   return client;
 }
+
+/** MCP clients a test file connects as it goes and closes all at once in its `afterAll`. */
+export function mcpClients() {
+  const open: Client[] = [];
+  return {
+    async connect(baseUrl: string, token: string): Promise<Client> {
+      const client = await connectMcp(baseUrl, token);
+      open.push(client);
+      return client;
+    },
+    async closeAll(): Promise<void> {
+      await Promise.all(open.splice(0).map((client) => client.close()));
+    },
+  };
+}
