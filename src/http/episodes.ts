@@ -17,12 +17,11 @@ import {
   ScheduleSchema,
 } from '../episodes/schemas.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import type { OutboxRow } from '../jobs/outbox.ts';
 import type { ScopeFilter } from '../memory/conditions.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
-import { idempotent, sendOutcome } from './idempotency.ts';
+import { queueIdempotently } from './idempotency.ts';
 import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -155,15 +154,10 @@ export function episodeRoutes({ db, dispatch, reads = primaryReads(db) }: Episod
     })
     .openapi(requestReportRoute, async (c) => {
       const body = c.req.valid('json') ?? {};
-      // Under the Idempotency-Key: a retried request replays the first answer, one report queued.
-      let outbox: OutboxRow | undefined;
-      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => {
-        const recorded = await requestReport({ ...callerOf(c), tx }, body);
-        outbox = recorded.outbox;
-        return { status: 202, body: { id: recorded.report.id, status: recorded.report.status } };
+      return queueIdempotently(c, { db, dispatch, what: 'queue the report' }, principalOf(c), body, async (tx) => {
+        const { report, outbox } = await requestReport({ ...callerOf(c), tx }, body);
+        return { job: report, outbox };
       });
-      if (outcome.result !== undefined && outbox) await dispatch.outbox([outbox], 'queue the report');
-      return sendOutcome(c, outcome);
     })
     .openapi(getScheduleRoute, async (c) => c.json(await getSchedule(callerOf(c)), 200))
     .openapi(putScheduleRoute, async (c) => {

@@ -14,7 +14,7 @@ import {
 } from '../lifecycle/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
-import { idempotent, sendOutcome } from './idempotency.ts';
+import { queueIdempotently } from './idempotency.ts';
 import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { validationHook } from './validation.ts';
 
@@ -94,21 +94,16 @@ export interface ErasureRouteDeps {
 }
 
 export function erasureRoutes({ db, dispatch, erasureKey }: ErasureRouteDeps) {
-  /**
-   * Records an erasure under the request's Idempotency-Key (a retried request replays the first
-   * answer instead of queuing a second erasure), then hands its outbox row to the queue once
-   * committed; a replay hands nothing: the first request did, or the reconciler will.
-   */
-  const queued = async (c: Context<AppEnv>, body: unknown, record: (caller: Caller) => Promise<{ erasure: { id: string; status: string }; outbox: OutboxRow }>) => {
-    let outbox: OutboxRow | undefined;
-    const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => {
-      const recorded = await record({ ...callerOf(c), tx });
-      outbox = recorded.outbox;
-      return { status: 202, body: { id: recorded.erasure.id, status: recorded.erasure.status } };
+  /** An erasure requested or resumed: recorded under the Idempotency-Key, then queued. */
+  const queued = (
+    c: Context<AppEnv>,
+    body: unknown,
+    record: (caller: Caller) => Promise<{ erasure: { id: string; status: string }; outbox: OutboxRow }>,
+  ) =>
+    queueIdempotently(c, { db, dispatch, what: 'queue the erasure' }, principalOf(c), body, async (tx) => {
+      const { erasure, outbox } = await record({ ...callerOf(c), tx });
+      return { job: erasure, outbox };
     });
-    if (outcome.result !== undefined && outbox) await dispatch.outbox([outbox], 'queue the erasure');
-    return sendOutcome(c, outcome);
-  };
 
   const callerOf = (c: Context<AppEnv>) => ({ db, principal: principalOf(c) });
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })

@@ -5,6 +5,8 @@ import { canonicalJson } from '../core/canonical-json.ts';
 import { lookUpKey, readStoredResponse, type StoredResponse, storeResponse, undoRun } from '../core/idempotency.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
 import { AppError } from '../errors.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { OutboxRow } from '../jobs/outbox.ts';
 import type { AppEnv } from './app-env.ts';
 import { errorBody, errorStatus } from './errors.ts';
 
@@ -117,4 +119,27 @@ export async function idempotent<T>(
     if (!stored) throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
     return replay(stored);
   }
+}
+
+/**
+ * A POST that records a background job (a report, an erasure) with its outbox row, under the
+ * request's Idempotency-Key, and answers 202 `{id, status}`: the row goes to the queue once the
+ * record has committed, and a replay hands nothing on (the first request did, or the reconciler
+ * will), so a retried request queues one job.
+ */
+export async function queueIdempotently(
+  c: Context<AppEnv>,
+  { db, dispatch, what }: { db: Db; dispatch: Dispatcher; what: string },
+  principal: Principal,
+  body: unknown,
+  record: (tx?: Tx) => Promise<{ job: { id: string; status: string }; outbox: OutboxRow }>,
+): Promise<never> {
+  let outbox: OutboxRow | undefined;
+  const outcome = await idempotent(c, db, principal, body, async (tx) => {
+    const recorded = await record(tx);
+    outbox = recorded.outbox;
+    return { status: 202, body: { id: recorded.job.id, status: recorded.job.status } };
+  });
+  if (outcome.result !== undefined && outbox) await dispatch.outbox([outbox], what);
+  return sendOutcome(c, outcome);
 }
