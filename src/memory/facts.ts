@@ -473,7 +473,7 @@ type FilterColumns = Pick<
 >;
 
 /** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
-function filters(columns: FilterColumns, query: AsOfFilters & Partial<ListQuery>): SQL[] {
+function filters(columns: FilterColumns, query: AsOfFilters & Partial<Omit<ListQuery, 'review'>>): SQL[] {
   const conditions: SQL[] = typeIn(columns.type, query.type, query.types);
   for (const key of SCOPE_KEYS) {
     const value = query[key];
@@ -485,7 +485,8 @@ function filters(columns: FilterColumns, query: AsOfFilters & Partial<ListQuery>
   if (query.episodeId !== undefined) conditions.push(eq(columns.episodeId, query.episodeId));
   if (query.subjectKind !== undefined && query.subjectId !== undefined) conditions.push(namesSubject(columns.subjects, query.subjectKind, query.subjectId));
   if (query.validAt !== undefined) conditions.push(validAt(columns, new Date(query.validAt)));
-  if (query.review !== undefined) conditions.push(eq(columns.review, query.review));
+  if (query.review === null) conditions.push(isNull(columns.review));
+  else if (query.review !== undefined) conditions.push(eq(columns.review, query.review));
   return conditions;
 }
 
@@ -511,15 +512,20 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
   return factsAsOf(tx, principal, query, after ? lt(facts.id, after) : undefined, take);
 }
 
-/** The filters history reads by: the list's, less paging and scope keys (a retrieval's scope is a condition on facts). */
-export type AsOfFilters = Pick<ListQuery, 'type' | 'types' | 'trust' | 'memoryKind' | 'subjectKind' | 'subjectId' | 'validAt' | 'review'> & {
+/**
+ * The filters history reads by: the list's, less paging and scope keys (a retrieval's scope is a
+ * condition on facts). `review: null` keeps only revisions no hold was on when they were written.
+ */
+export type AsOfFilters = Pick<ListQuery, 'type' | 'types' | 'trust' | 'memoryKind' | 'subjectKind' | 'subjectId' | 'validAt'> & {
   asOf?: string | undefined;
+  review?: ReviewState | null | undefined;
 };
 
 /**
  * Facts as they were at `asOf`, newest first: the list route's history (listFacts) and a
  * retrieval's mode "list" with asOf. `where` is a further condition on the current row (`facts`),
- * which holds what never changes between revisions (id, scope) and what applies now (a hold).
+ * which holds what never changes between revisions (id, scope) and what applies now (a hold now).
+ * The filters, `review` among them, apply to the revision of then (a hold then).
  */
 export async function factsAsOf(tx: Tx, principal: Principal, query: AsOfFilters, where: SQL | undefined, take: number): Promise<Fact[]> {
   const asOf = new Date(query.asOf!);
