@@ -171,7 +171,7 @@ const verifyRoute = createRoute({
     ...errorResponses({
       ...idempotentWrite,
       ...changeOfFact,
-      403: `${changeOfFact[403]}; or you are a service: only a person (admin or member) verifies`,
+      403: `${changeOfFact[403]}; or you are a service: only a person (admin or member) verifies; or the fact is held for review and you asserted its text: another person releases it`,
       409: `${changeOfFact[409]}; ${because.idempotencyInFlight}`,
     }),
   },

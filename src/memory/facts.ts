@@ -624,6 +624,18 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
   });
 }
 
+/**
+ * A review is a second pair of eyes (docs/review.md): whoever asserted a held text, admins
+ * included, does not release it. The one verifying is always a person, so `user` is their kind.
+ */
+function assertNotOwnHeldText(principal: Principal, current: FactRow): void {
+  if (current.review === 'pending' && current.assertedByKind === 'user' && current.assertedById === principal.sub) {
+    throw new PermissionDenied(
+      'This fact is held for review and you asserted its text (you, or an agent with your token): another person with write access to its scope, a tenant admin for one, must verify it',
+    );
+  }
+}
+
 export async function verifyFact(caller: Caller, id: string, body: VerifyBody): Promise<Fact> {
   const { principal } = caller;
   return inTenantTransaction(caller, async (tx) => {
@@ -632,6 +644,7 @@ export async function verifyFact(caller: Caller, id: string, body: VerifyBody): 
     if (principal.role === 'service') {
       throw new PermissionDenied('Only a person (role admin or member) may verify a fact');
     }
+    assertNotOwnHeldText(principal, current);
     assertExpectedVersion(current, body.expectVersion);
     const now = await clock(tx);
     // A person has read it: a hold for review ends here.

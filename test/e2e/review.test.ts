@@ -117,4 +117,43 @@ describe('review of remembered text', () => {
       }
     });
   });
+
+  describe('who releases a held fact', () => {
+    it('refuses the member whose agent remembered it (403 permission-denied, saying why); an admin releases it', async () => {
+      const { member, admin, agent } = await tenant('review-self');
+      const held = await remember(agent, { type: 'note', text: INJECTION });
+      const own = await request('POST', `/v1/memory/facts/${held.factId}/verify`, { token: member, body: {} });
+      expect(own.status).toBe(403);
+      expect(own.body.error.code).toBe('permission-denied');
+      expect(own.body.error.message).toMatch(/you asserted.*another person/i);
+      const still = (await request('GET', `/v1/memory/facts/${held.factId}`, { token: member })).body;
+      expect(still).toMatchObject({ version: 1, review: 'pending', trust: 'unverified' });
+
+      const released = await request('POST', `/v1/memory/facts/${held.factId}/verify`, { token: admin, body: {} });
+      expect(released.status).toBe(200);
+      expect(released.body).toMatchObject({ version: 2, review: null, trust: 'verified', verifiedBy: { kind: 'user', id: 'boss' } });
+    });
+
+    it('refuses an admin their own held text too; another admin releases it', async () => {
+      const { admin, otherAdmin } = await tenant('review-admin-self');
+      const adminAgent = await app.connect(admin);
+      const held = await remember(adminAgent, { type: 'note', text: INJECTION });
+      expect(held.review).toBe('pending');
+      const own = await request('POST', `/v1/memory/facts/${held.factId}/verify`, { token: admin, body: {} });
+      expect(own.status).toBe(403);
+      expect(own.body.error.code).toBe('permission-denied');
+      const released = await request('POST', `/v1/memory/facts/${held.factId}/verify`, { token: otherAdmin, body: {} });
+      expect(released.status).toBe(200);
+      expect(released.body).toMatchObject({ review: null, verifiedBy: { kind: 'user', id: 'deputy' } });
+    });
+
+    it('lets a person verify their own fact that is not held, as before', async () => {
+      const { member, agent } = await tenant('review-self-plain');
+      const plain = await remember(agent, { type: 'note', text: PLAIN });
+      expect(plain.review).toBeNull();
+      const verified = await request('POST', `/v1/memory/facts/${plain.factId}/verify`, { token: member, body: {} });
+      expect(verified.status).toBe(200);
+      expect(verified.body).toMatchObject({ trust: 'verified', verifiedBy: { kind: 'user', id: 'ana' } });
+    });
+  });
 });
