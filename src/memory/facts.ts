@@ -171,6 +171,12 @@ export interface WriteOptions {
    * supersede keeps the fact's state.
    */
   review?: ReviewState | null | undefined;
+  /**
+   * The trust of a supersede's new content. An agent's text is `unverified` however the fact
+   * stood (src/memory/remember.ts); absent, verified content becomes `asserted` and other trust
+   * stays (DESIGN §4).
+   */
+  trust?: 'unverified' | undefined;
 }
 
 /** The write rules of one new fact (DESIGN §3, §4), checked before anything is written. */
@@ -583,7 +589,7 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
         : {
             content: body.content,
             // New content is no longer what a person verified.
-            trust: current.trust === 'verified' ? 'asserted' : current.trust,
+            trust: options.trust ?? (current.trust === 'verified' ? 'asserted' : current.trust),
             assertedByKind: principal.role === 'service' ? 'service' : 'user',
             assertedById: principal.sub,
             verifiedById: null,

@@ -156,4 +156,27 @@ describe('review of remembered text', () => {
       expect(verified.body).toMatchObject({ trust: 'verified', verifiedBy: { kind: 'user', id: 'ana' } });
     });
   });
+
+  describe('trust after remembering again', () => {
+    it('writes a verified memory remembered again unverified, with no verifier; a REST supersede still makes it asserted', async () => {
+      const { member, admin, agent } = await tenant('review-trust');
+      const first = await remember(agent, { type: 'preference', key: 'contact', text: 'Prefers email.' });
+      const verified = await request('POST', `/v1/memory/facts/${first.factId}/verify`, { token: admin, body: {} });
+      expect(verified.body).toMatchObject({ version: 2, trust: 'verified' });
+
+      // The same text again is a replay: nothing new to verify, the verification stands.
+      expect(await remember(agent, { type: 'preference', key: 'contact', text: 'Prefers email.' })).toMatchObject({ outcome: 'replayed', version: 2 });
+      expect((await request('GET', `/v1/memory/facts/${first.factId}`, { token: member })).body.trust).toBe('verified');
+
+      const again = await remember(agent, { type: 'preference', key: 'contact', text: 'Prefers phone calls.' });
+      expect(again).toMatchObject({ outcome: 'superseded', version: 3 });
+      const fact = (await request('GET', `/v1/memory/facts/${first.factId}`, { token: member })).body;
+      expect(fact).toMatchObject({ version: 3, trust: 'unverified', verifiedBy: null, verifiedAt: null, assertedBy: { kind: 'user', id: 'ana' } });
+
+      // DESIGN §4 over REST, unchanged: a person's new content of a verified fact is asserted.
+      await request('POST', `/v1/memory/facts/${first.factId}/verify`, { token: admin, body: {} });
+      const superseded = await request('POST', `/v1/memory/facts/${first.factId}/supersede`, { token: member, body: { content: { text: 'Prefers letters.', key: 'contact' } } });
+      expect(superseded.body).toMatchObject({ version: 5, trust: 'asserted', verifiedBy: null });
+    });
+  });
 });
