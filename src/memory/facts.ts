@@ -20,7 +20,7 @@ import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, pageOf } from '../core/cursor.ts';
 import { carryEmbeddings } from './fact-vectors.ts';
 import { AppError } from '../errors.ts';
-import { assertTenantAdmin, BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
+import { assertTenantAdmin, BadInput, ErasureInProgress, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { uuidv7 } from '../core/ids.ts';
 import {
@@ -390,12 +390,16 @@ export async function writeFacts(caller: Caller, bodies: readonly WriteFactBody[
   return inTenantTransaction(
     caller,
     async (tx) => {
-      await assertNoErasureInProgress(
-        tx,
-        options.erasureKey,
-        bodies.map((body) => ({ ...body.scope, subjects: body.subjects })),
-        caller.principal.tenantId,
-      );
+      try {
+        await assertNoErasureInProgress(
+          tx,
+          options.erasureKey,
+          bodies.map((body) => ({ ...body.scope, subjects: body.subjects })),
+          caller.principal.tenantId,
+        );
+      } catch (error) {
+        throw error instanceof ErasureInProgress ? itemError(error, error.index) : error;
+      }
       return insertNewFacts(tx, caller.principal, bodies, options);
     },
     undefined,
