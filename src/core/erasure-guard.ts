@@ -9,7 +9,7 @@ import { createHmac } from 'node:crypto';
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Tx } from '../db/client.ts';
 import { erasures } from '../db/schema.ts';
-import { AppError } from '../errors.ts';
+import { ErasureInProgress } from './errors.ts';
 
 /** The keyed hash an erasure row keeps of a person's or conversation's id. */
 export function targetHash(key: string, kind: 'participant' | 'external' | 'conversation', id: string): string {
@@ -59,19 +59,21 @@ export async function assertNoErasureInProgress(
 ): Promise<void> {
   if (!key) return;
   // A batch of writes is checked at once: one lock statement and one lookup for all its names.
-  const distinct = new Set<string>();
-  for (const each of Array.isArray(names) ? (names as readonly WriteNames[]) : [names as WriteNames]) {
-    if (each.participantId) distinct.add(targetHash(key, 'participant', each.participantId));
-    if (each.threadId) distinct.add(targetHash(key, 'conversation', each.threadId));
+  const writes = Array.isArray(names) ? (names as readonly WriteNames[]) : [names as WriteNames];
+  const hashesOfWrite = writes.map((each) => {
+    const hashes: string[] = [];
+    if (each.participantId) hashes.push(targetHash(key, 'participant', each.participantId));
+    if (each.threadId) hashes.push(targetHash(key, 'conversation', each.threadId));
     for (const subject of each.subjects ?? []) {
-      if (subject.kind === 'participant' || subject.kind === 'external') distinct.add(targetHash(key, subject.kind, subject.id));
+      if (subject.kind === 'participant' || subject.kind === 'external') hashes.push(targetHash(key, subject.kind, subject.id));
     }
-  }
-  const hashes = [...distinct];
+    return hashes;
+  });
+  const hashes = [...new Set(hashesOfWrite.flat())];
   if (hashes.length === 0) return;
   await lockNames(tx, hashes, 'shared');
-  const [open] = await tx
-    .select({ id: erasures.id })
+  const open = await tx
+    .select({ id: erasures.id, targetHash: erasures.targetHash })
     .from(erasures)
     .where(
       and(
@@ -79,11 +81,11 @@ export async function assertNoErasureInProgress(
         inArray(erasures.status, ['pending', 'running']),
         inArray(erasures.targetHash, hashes),
       ),
-    )
-    .limit(1);
-  if (open) {
-    throw new AppError('erasure-in-progress', 'A person or conversation this write names is being erased; retry once the erasure has finished', {
-      erasureId: open.id,
-    });
+    );
+  // The first write that names someone being erased, with that erasure: a batch's error names the item.
+  const erasureOf = new Map(open.map((erasure) => [erasure.targetHash, erasure.id]));
+  for (const [index, each] of hashesOfWrite.entries()) {
+    const erasureId = each.map((hash) => erasureOf.get(hash)).find((id) => id !== undefined);
+    if (erasureId) throw new ErasureInProgress(erasureId, index);
   }
 }

@@ -49,3 +49,17 @@ export class BadInput extends AppError {
     this.name = 'BadInput';
   }
 }
+
+/**
+ * 409: a write names a person or conversation whose erasure is pending or running (DESIGN §10).
+ * `index` says which of the writes checked together named them (a batch's item).
+ */
+export class ErasureInProgress extends AppError {
+  constructor(
+    erasureId: string,
+    readonly index: number,
+  ) {
+    super('erasure-in-progress', 'A person or conversation this write names is being erased; retry once the erasure has finished', { erasureId });
+    this.name = 'ErasureInProgress';
+  }
+}

@@ -34,7 +34,7 @@ import type { AppEnv } from './app-env.ts';
 import { idempotent, type Outcome, sendOutcome as send } from './idempotency.ts';
 import { primaryReads, readFrom, type ReadOptions, type ReadRouting } from './read-routing.ts';
 import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
-import { validationHook } from './validation.ts';
+import { itemsValidationHook, validationHook } from './validation.ts';
 
 const tags = ['facts'];
 const security = bearerAuth;
@@ -101,9 +101,9 @@ const writeBatchRoute = createRoute({
     201: json(WrittenFactsSchema, 'The facts, version 1, in the order given'),
     ...errorResponses({
       ...idempotentWrite,
-      400: 'an item breaks a rule: `item` says which',
+      400: 'bad-input: an item breaks a rule (`item` says which), or the batch does (no facts, over 1,000, an unknown field)',
       403: `permission-denied: an item is in a scope you may not write in (\`item\` says which), or sets a legal hold; ${because.scopeMismatch}`,
-      409: `${because.idempotencyInFlight}; ${because.erasureInProgress}`,
+      409: `${because.idempotencyInFlight}; ${because.erasureInProgress} (\`item\` says which)`,
       413: 'payload-too-large: the body is over 16 MiB',
     }),
   },
@@ -171,7 +171,7 @@ const verifyRoute = createRoute({
     ...errorResponses({
       ...idempotentWrite,
       ...changeOfFact,
-      403: `${changeOfFact[403]}; or you are a service: only a person (admin or member) verifies`,
+      403: `${changeOfFact[403]}; or you are a service: only a person (admin or member) verifies; or the fact is held for review and you asserted its text: another person releases it`,
       409: `${changeOfFact[409]}; ${because.idempotencyInFlight}`,
     }),
   },
@@ -251,7 +251,7 @@ export function factRoutes({ db, dispatch, erasureKey, reads = primaryReads(db) 
       // One request for the batch's vectors, not one per fact.
       await afterWrite(c, outcome);
       return send(c, outcome);
-    })
+    }, itemsValidationHook('facts'))
     .openapi(listRoute, async (c) => c.json(await readAs(c, (caller) => listFacts(caller, c.req.valid('query'))), 200))
     .openapi(readRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -20,7 +20,7 @@ import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
 import { decodeCursor, pageOf } from '../core/cursor.ts';
 import { carryEmbeddings } from './fact-vectors.ts';
 import { AppError } from '../errors.ts';
-import { assertTenantAdmin, BadInput, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
+import { assertTenantAdmin, BadInput, ErasureInProgress, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { uuidv7 } from '../core/ids.ts';
 import {
@@ -171,6 +171,12 @@ export interface WriteOptions {
    * supersede keeps the fact's state.
    */
   review?: ReviewState | null | undefined;
+  /**
+   * The trust of a supersede's new content. An agent's text is `unverified` however the fact
+   * stood (src/memory/remember.ts); absent, verified content becomes `asserted` and other trust
+   * stays (DESIGN §4).
+   */
+  trust?: 'unverified' | undefined;
 }
 
 /** The write rules of one new fact (DESIGN §3, §4), checked before anything is written. */
@@ -384,12 +390,16 @@ export async function writeFacts(caller: Caller, bodies: readonly WriteFactBody[
   return inTenantTransaction(
     caller,
     async (tx) => {
-      await assertNoErasureInProgress(
-        tx,
-        options.erasureKey,
-        bodies.map((body) => ({ ...body.scope, subjects: body.subjects })),
-        caller.principal.tenantId,
-      );
+      try {
+        await assertNoErasureInProgress(
+          tx,
+          options.erasureKey,
+          bodies.map((body) => ({ ...body.scope, subjects: body.subjects })),
+          caller.principal.tenantId,
+        );
+      } catch (error) {
+        throw error instanceof ErasureInProgress ? itemError(error, error.index) : error;
+      }
       return insertNewFacts(tx, caller.principal, bodies, options);
     },
     undefined,
@@ -473,7 +483,7 @@ type FilterColumns = Pick<
 >;
 
 /** The list filters of DESIGN §4 over a table's columns (the current rows, or revisions). */
-function filters(columns: FilterColumns, query: AsOfFilters & Partial<ListQuery>): SQL[] {
+function filters(columns: FilterColumns, query: AsOfFilters & Partial<Omit<ListQuery, 'review'>>): SQL[] {
   const conditions: SQL[] = typeIn(columns.type, query.type, query.types);
   for (const key of SCOPE_KEYS) {
     const value = query[key];
@@ -485,7 +495,8 @@ function filters(columns: FilterColumns, query: AsOfFilters & Partial<ListQuery>
   if (query.episodeId !== undefined) conditions.push(eq(columns.episodeId, query.episodeId));
   if (query.subjectKind !== undefined && query.subjectId !== undefined) conditions.push(namesSubject(columns.subjects, query.subjectKind, query.subjectId));
   if (query.validAt !== undefined) conditions.push(validAt(columns, new Date(query.validAt)));
-  if (query.review !== undefined) conditions.push(eq(columns.review, query.review));
+  if (query.review === null) conditions.push(isNull(columns.review));
+  else if (query.review !== undefined) conditions.push(eq(columns.review, query.review));
   return conditions;
 }
 
@@ -511,15 +522,20 @@ async function listAsOf(tx: Tx, principal: Principal, query: ListQuery, after: s
   return factsAsOf(tx, principal, query, after ? lt(facts.id, after) : undefined, take);
 }
 
-/** The filters history reads by: the list's, less paging and scope keys (a retrieval's scope is a condition on facts). */
-export type AsOfFilters = Pick<ListQuery, 'type' | 'types' | 'trust' | 'memoryKind' | 'subjectKind' | 'subjectId' | 'validAt' | 'review'> & {
+/**
+ * The filters history reads by: the list's, less paging and scope keys (a retrieval's scope is a
+ * condition on facts). `review: null` keeps only revisions no hold was on when they were written.
+ */
+export type AsOfFilters = Pick<ListQuery, 'type' | 'types' | 'trust' | 'memoryKind' | 'subjectKind' | 'subjectId' | 'validAt'> & {
   asOf?: string | undefined;
+  review?: ReviewState | null | undefined;
 };
 
 /**
  * Facts as they were at `asOf`, newest first: the list route's history (listFacts) and a
  * retrieval's mode "list" with asOf. `where` is a further condition on the current row (`facts`),
- * which holds what never changes between revisions (id, scope) and what applies now (a hold).
+ * which holds what never changes between revisions (id, scope) and what applies now (a hold now).
+ * The filters, `review` among them, apply to the revision of then (a hold then).
  */
 export async function factsAsOf(tx: Tx, principal: Principal, query: AsOfFilters, where: SQL | undefined, take: number): Promise<Fact[]> {
   const asOf = new Date(query.asOf!);
@@ -577,7 +593,7 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
         : {
             content: body.content,
             // New content is no longer what a person verified.
-            trust: current.trust === 'verified' ? 'asserted' : current.trust,
+            trust: options.trust ?? (current.trust === 'verified' ? 'asserted' : current.trust),
             assertedByKind: principal.role === 'service' ? 'service' : 'user',
             assertedById: principal.sub,
             verifiedById: null,
@@ -618,6 +634,18 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
   });
 }
 
+/**
+ * A review is a second pair of eyes (docs/review.md): whoever asserted a held text, admins
+ * included, does not release it. The one verifying is always a person, so `user` is their kind.
+ */
+function assertNotOwnHeldText(principal: Principal, current: FactRow): void {
+  if (current.review === 'pending' && current.assertedByKind === 'user' && current.assertedById === principal.sub) {
+    throw new PermissionDenied(
+      'This fact is held for review and you asserted its text (you, or an agent with your token): another person with write access to its scope, a tenant admin for one, must verify it',
+    );
+  }
+}
+
 export async function verifyFact(caller: Caller, id: string, body: VerifyBody): Promise<Fact> {
   const { principal } = caller;
   return inTenantTransaction(caller, async (tx) => {
@@ -626,6 +654,7 @@ export async function verifyFact(caller: Caller, id: string, body: VerifyBody): 
     if (principal.role === 'service') {
       throw new PermissionDenied('Only a person (role admin or member) may verify a fact');
     }
+    assertNotOwnHeldText(principal, current);
     assertExpectedVersion(current, body.expectVersion);
     const now = await clock(tx);
     // A person has read it: a hold for review ends here.

@@ -91,7 +91,8 @@ export async function remember(caller: Caller, input: RememberInput, settings: R
       const fact = (await factsByIds(tx, principal.tenantId, [existing.id])).get(existing.id)!;
       return { fact, outcome: 'replayed', signals };
     }
-    const fact = await supersedeFact(inTx, existing.id, { content, retention, validUntil: input.validUntil }, options);
+    // Whatever a person verified before, this text is the agent's.
+    const fact = await supersedeFact(inTx, existing.id, { content, retention, validUntil: input.validUntil }, { ...options, trust: 'unverified' });
     return { fact, outcome: 'superseded', signals };
   });
 }

@@ -101,9 +101,12 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
 
   if (mode === 'list' && body.asOf !== undefined) {
     // History: each fact as it was then (the list route's asOf), among the facts that apply in
-    // the scope and are not held for review now.
+    // the scope. A hold follows the revision it judged (docs/review.md): a revision held when it
+    // was written stays out, although a later one released the fact; a fact held now stays out
+    // whole, as it does from every search.
     return inTenantTransaction(caller, async (tx) => {
-      const found = await factsAsOf(tx, caller.principal, body, and(notHeldForReview, body.scope ? appliesIn(scope) : undefined), limit);
+      const released = { ...body, review: null };
+      const found = await factsAsOf(tx, caller.principal, released, and(notHeldForReview, body.scope ? appliesIn(scope) : undefined), limit);
       return finish({ mode }, found.map((fact) => ({ fact, score: null })));
     }, SNAPSHOT);
   }

@@ -203,7 +203,7 @@ export const FactSchema = z
     invalidationReason: z.enum(['deleted', 'expired', 'erased']).nullable(),
     review: z.enum(reviewStates).nullable().openapi({
       description:
-        '"pending": an agent remembered text that reads like an instruction; no retrieval returns the fact until a person verifies it (which clears this). List them with ?review=pending',
+        '"pending": an agent remembered text that reads like an instruction; no retrieval returns this revision, nor the fact while it is held, until a person other than its asserter verifies it (which clears this). List them with ?review=pending',
     }),
   })
   .openapi('Fact');

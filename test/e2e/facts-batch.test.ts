@@ -79,6 +79,8 @@ describe('POST /v1/memory/facts:batch', () => {
     expect(response.status).toBe(400);
     expect(response.body.error.code).toBe('bad-input');
     expect(response.body.error.details[0].path).toBe(path);
+    // About the batch, not one of its items.
+    expect(response.body.error).not.toHaveProperty('item');
     expect(await counts(tenantId)).toMatchObject({ facts: 0 });
   });
 
@@ -88,7 +90,14 @@ describe('POST /v1/memory/facts:batch', () => {
     const response = await api.request('POST', BATCH, { token: admin, body: { facts } });
     expect(response.status).toBe(400);
     expect(response.body.error.message).toMatch(/^facts\.2\.type: /);
+    expect(response.body.error.item).toBe(2);
     expect(response.body.error.details.map((d: { path: string }) => d.path)).toEqual(['facts.2.type', 'facts.3.trust']);
+
+    // A field of an item nested deeper, and an item that is not an object, are that item's too.
+    const nested = await api.request('POST', BATCH, { token: admin, body: { facts: [note('fine'), note('x', { scope: { projectId: '' } })] } });
+    expect(nested.body.error).toMatchObject({ code: 'bad-input', item: 1, details: [{ path: 'facts.1.scope.projectId' }] });
+    const notAnObject = await api.request('POST', BATCH, { token: admin, body: { facts: [note('fine'), note('fine'), note('fine'), 'text'] } });
+    expect(notAnObject.body.error).toMatchObject({ code: 'bad-input', item: 3, details: [{ path: 'facts.3' }] });
     expect(await counts(tenantId)).toMatchObject({ facts: 0, revisions: 0 });
   });
 
@@ -108,12 +117,30 @@ describe('POST /v1/memory/facts:batch', () => {
     const invalidScope = await api.request('POST', BATCH, { token: member, body: { facts: [note('a', { scope: { projectId: 'p1' } }), note('b', { scope: { participantId: 'end-7' } })] } });
     expect(invalidScope.status).toBe(400);
     expect(invalidScope.body.error.details).toEqual([{ path: 'facts.1.scope', message: expect.any(String) }]);
+    expect(invalidScope.body.error.item).toBe(1);
     expect(await counts(tenantId)).toMatchObject({ facts: 0 });
 
     // Corrected, the same batch writes both.
     const member2 = await tokenFor({ tid: tenantId, sub: 'm-1', role: 'member', projects: { write: ['p1', 'p2'] } });
     expect((await api.request('POST', BATCH, { token: member2, body: { facts } })).status).toBe(201);
     expect(await counts(tenantId)).toMatchObject({ facts: 2, revisions: 2 });
+  });
+
+  it('refuses the whole batch while someone one item names is being erased (409, item N, the erasure)', async () => {
+    const { tenantId, admin } = await api.newTenant('batch-erasure');
+    const erasure = await api.request('POST', '/v1/memory/erasures', { token: admin, body: { subject: { kind: 'participant', id: 'end-7' } } });
+    expect(erasure.status).toBe(202);
+    const facts = [
+      note('someone else', { scope: { projectId: 'p1', participantId: 'end-8' } }),
+      note('unnamed'),
+      note('about end-7', { subjects: [{ kind: 'participant', id: 'end-7' }] }),
+      note('in end-7 conversation', { scope: { projectId: 'p1', participantId: 'end-7' } }),
+    ];
+    const response = await api.request('POST', BATCH, { token: admin, body: { facts } });
+    expect(response.status).toBe(409);
+    expect(response.body.error).toMatchObject({ code: 'erasure-in-progress', item: 2, erasureId: erasure.body.id });
+    expect(response.body.error.message).toMatch(/^facts\.2: /);
+    expect(await counts(tenantId)).toMatchObject({ facts: 0 });
   });
 
   it('replays the batch to its Idempotency-Key, writing it once; another batch under the key is 422', async () => {
