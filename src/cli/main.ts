@@ -112,7 +112,7 @@ async function runMigrate(): Promise<void> {
 async function exportDataDir(argv: string[]): Promise<void> {
   const values = parseFlags(argv, { out: { type: 'string' } });
   if (!values.out) throw new UsageError('--out FILE is required');
-  const [{ exportEmbedded }, { resolveDataDir, displayDataDir }] = await Promise.all([import('../embedded/move.ts'), import('../embedded/data-dir.ts')]);
+  const [{ exportEmbedded }, { resolveDataDir, displayDataDir }] = await Promise.all([import('../embedded/export.ts'), import('../embedded/data-dir.ts')]);
   const dataDir = resolveDataDir(process.env);
   const header = await exportEmbedded({ dataDir, out: values.out, log: (message) => process.stderr.write(`${message}\n`) });
   const rows = Object.values(header.tables).reduce((sum, t) => sum + t.rows, 0);
@@ -126,7 +126,7 @@ async function restoreExport(argv: string[]): Promise<void> {
     throw new UsageError('set DATABASE_ADMIN_URL (a superuser of the target database), else DATABASE_URL');
   }
   const { adminUrl } = loadMigrateConfig(process.env);
-  const { restore } = await import('../embedded/move.ts');
+  const { restore } = await import('../embedded/restore.ts');
   const restored = await restore({ url: adminUrl, file: values.in, log: (message) => process.stderr.write(`${message}\n`) });
   const rows = Object.values(restored).reduce((sum, n) => sum + n, 0);
   process.stderr.write(`restore: ${rows} rows of ${Object.keys(restored).length} tables committed\n`);
