@@ -3,7 +3,7 @@ import { loadEnvFile } from '../env-file.ts';
 import { migrate } from '../db/migrate.ts';
 import { mintDevToken } from '../auth/dev-token.ts';
 import { roles } from '../auth/claims.ts';
-import { asCommand, parseFlags, runCli, UsageError } from './args.ts';
+import { asCommand, CommandFailed, parseFlags, runCli, UsageError } from './args.ts';
 
 const usage = `Usage: mnemo <command> [options]
 
@@ -126,8 +126,11 @@ async function restoreExport(argv: string[]): Promise<void> {
     throw new UsageError('set DATABASE_ADMIN_URL (a superuser of the target database), else DATABASE_URL');
   }
   const { adminUrl } = loadMigrateConfig(process.env);
-  const { restore } = await import('../embedded/restore.ts');
-  const restored = await restore({ url: adminUrl, file: values.in, log: (message) => process.stderr.write(`${message}\n`) });
+  const { restore, RestoreRefused } = await import('../embedded/restore.ts');
+  const restored = await restore({ url: adminUrl, file: values.in, log: (message) => process.stderr.write(`${message}\n`) }).catch((error: unknown) => {
+    // A refusal is worded for the operator: one line, named for the command.
+    throw error instanceof RestoreRefused ? new CommandFailed(error.message) : error;
+  });
   const rows = Object.values(restored).reduce((sum, n) => sum + n, 0);
   process.stderr.write(`restore: ${rows} rows of ${Object.keys(restored).length} tables committed\n`);
 }

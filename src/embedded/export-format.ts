@@ -29,8 +29,17 @@ export interface TableInfo {
   name: string;
   /** Columns in order, without the generated ones. */
   columns: string[];
+  /** The same columns' types and nullability, which restore checks each row against. */
+  shapes: ColumnShape[];
   /** Nullable jsonb columns: JSON `null` in them would come back as SQL NULL. */
   nullableJson: string[];
+}
+
+export interface ColumnShape {
+  name: string;
+  /** As `format_type` prints it without a modifier: `uuid`, `text[]`, `timestamp with time zone`. */
+  type: string;
+  notNull: boolean;
 }
 
 export interface ExportHeader {
@@ -50,16 +59,24 @@ export const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * has its own, written by `npm run migrate`.
  */
 export async function publicTables(sql: Sql | TransactionSql): Promise<TableInfo[]> {
-  const rows = await sql<{ name: string; columns: string[]; nullable_json: string[] }[]>`
+  const rows = await sql<{ name: string; columns: string[]; types: string[]; not_null: boolean[]; nullable_json: string[] }[]>`
     select c.relname as name,
            array_agg(a.attname::text order by a.attnum) filter (where a.attgenerated = '') as columns,
+           array_agg(format_type(a.atttypid, null) order by a.attnum) filter (where a.attgenerated = '') as types,
+           array_agg(a.attnotnull order by a.attnum) filter (where a.attgenerated = '') as not_null,
            coalesce(array_agg(a.attname::text order by a.attnum)
              filter (where a.attgenerated = '' and not a.attnotnull and a.atttypid = 'jsonb'::regtype), '{}') as nullable_json
     from pg_class c join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
     where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
       and c.relname <> '__drizzle_migrations'
     group by c.relname order by c.relname`;
-  return rows.map((r) => ({ name: r.name, columns: r.columns, nullableJson: r.nullable_json }));
+  return rows.map((r) => ({
+    name: r.name,
+    columns: r.columns,
+    // A type of an extension's schema off the search path comes schema-qualified (`extensions.vector`).
+    shapes: r.columns.map((name, i) => ({ name, type: r.types[i]!.replace(/^.*\./, ''), notNull: r.not_null[i]! })),
+    nullableJson: r.nullable_json,
+  }));
 }
 
 export async function appliedMigrations(sql: Sql | TransactionSql): Promise<number> {
