@@ -1,7 +1,7 @@
 import type { Logger } from './log.ts';
 import { ConfigError } from './config.ts';
 import { UnsafeDatabaseRoleError } from './db/client.ts';
-import { DataDirectoryBusy } from './embedded/data-dir.ts';
+import { DataDirectoryRefused } from './embedded/data-dir.ts';
 import { HandlerRegistryError } from './jobs/worker.ts';
 
 /**
@@ -45,7 +45,7 @@ export function onShutdown(name: string, logger: Logger, timeoutMs: number, stop
 export function exitOnStartupFailure(name: string): (error: unknown) => never {
   return (error) => {
     const expected =
-      error instanceof ConfigError || error instanceof UnsafeDatabaseRoleError || error instanceof HandlerRegistryError || error instanceof DataDirectoryBusy;
+      error instanceof ConfigError || error instanceof UnsafeDatabaseRoleError || error instanceof HandlerRegistryError || error instanceof DataDirectoryRefused;
     const detail = expected ? (error as Error).message : `failed to start: ${error instanceof Error ? error.stack : String(error)}`;
     process.stderr.write(`mnemo ${name}: ${detail}\n`);
     process.exit(1);

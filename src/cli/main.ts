@@ -3,7 +3,7 @@ import { loadEnvFile } from '../env-file.ts';
 import { migrate } from '../db/migrate.ts';
 import { mintDevToken } from '../auth/dev-token.ts';
 import { roles } from '../auth/claims.ts';
-import { asCommand, parseFlags, runCli, UsageError } from './args.ts';
+import { asCommand, CommandFailed, parseFlags, runCli, UsageError } from './args.ts';
 
 const usage = `Usage: mnemo <command> [options]
 
@@ -112,7 +112,7 @@ async function runMigrate(): Promise<void> {
 async function exportDataDir(argv: string[]): Promise<void> {
   const values = parseFlags(argv, { out: { type: 'string' } });
   if (!values.out) throw new UsageError('--out FILE is required');
-  const [{ exportEmbedded }, { resolveDataDir, displayDataDir }] = await Promise.all([import('../embedded/move.ts'), import('../embedded/data-dir.ts')]);
+  const [{ exportEmbedded }, { resolveDataDir, displayDataDir }] = await Promise.all([import('../embedded/export.ts'), import('../embedded/data-dir.ts')]);
   const dataDir = resolveDataDir(process.env);
   const header = await exportEmbedded({ dataDir, out: values.out, log: (message) => process.stderr.write(`${message}\n`) });
   const rows = Object.values(header.tables).reduce((sum, t) => sum + t.rows, 0);
@@ -126,8 +126,11 @@ async function restoreExport(argv: string[]): Promise<void> {
     throw new UsageError('set DATABASE_ADMIN_URL (a superuser of the target database), else DATABASE_URL');
   }
   const { adminUrl } = loadMigrateConfig(process.env);
-  const { restore } = await import('../embedded/move.ts');
-  const restored = await restore({ url: adminUrl, file: values.in, log: (message) => process.stderr.write(`${message}\n`) });
+  const { restore, RestoreRefused } = await import('../embedded/restore.ts');
+  const restored = await restore({ url: adminUrl, file: values.in, log: (message) => process.stderr.write(`${message}\n`) }).catch((error: unknown) => {
+    // A refusal is worded for the operator: one line, named for the command.
+    throw error instanceof RestoreRefused ? new CommandFailed(error.message) : error;
+  });
   const rows = Object.values(restored).reduce((sum, n) => sum + n, 0);
   process.stderr.write(`restore: ${rows} rows of ${Object.keys(restored).length} tables committed\n`);
 }

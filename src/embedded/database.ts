@@ -14,8 +14,10 @@
  *   not a wall against SQL the process itself runs (`RESET ROLE` would undo it): embedded is one
  *   trusted process, not a server others connect to.
  * - So that nobody else can connect as that superuser, the server listens on a Unix socket inside
- *   the data directory (mode 0700), not on a TCP port; a path too long for a socket falls back to
- *   127.0.0.1 on a random port.
+ *   the data directory (mode 0700, enforced by lockDataDir), not on a TCP port; a path too long for
+ *   a socket falls back to 127.0.0.1 on a random port.
+ * - PGlite writes a new database's files with mode 0666 whatever the umask; they are made 0600
+ *   once it has opened them (restrictFiles, data-dir.ts).
  * - `statement_timeout` has no effect and cancel requests are ignored.
  * - Commits are written to the files before they are acknowledged: none was lost in four SIGKILLs
  *   under load. PGlite never calls fsync, so an OS crash or power cut can lose the last ones.
@@ -24,7 +26,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type ConnectOptions, type Database } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
-import { displayDataDir, lockDataDir } from './data-dir.ts';
+import { displayDataDir, lockDataDir, restrictFiles } from './data-dir.ts';
 
 /** The app's login role inside the embedded database (provisioned by migrate, as on a server). */
 export const EMBEDDED_APP_ROLE = 'mnemo_api';
@@ -116,6 +118,8 @@ export async function startEmbeddedServer({ dataDir, mustExist = false }: { data
     ]);
     const pglite = await PGlite.create({ dataDir: pgdata, extensions: { vector, btree_gin } });
     undo.push(() => pglite.close());
+    // After PGlite has written a new database's files (0666) or opened an older one's.
+    restrictFiles(dataDir);
 
     const socketPath = join(dataDir, '.s.PGSQL.5432');
     const viaSocket = Buffer.byteLength(socketPath) <= SOCKET_PATH_MAX;

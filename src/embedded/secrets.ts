@@ -5,20 +5,24 @@
  * environment always wins; the files are only read or made when it is not.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { resolveDataDir } from './data-dir.ts';
+import { ensureDataDir, resolveDataDir } from './data-dir.ts';
 
 export const SECRET_FILES = { jwtSecret: 'jwt-secret', erasureKey: 'erasure-key' } as const;
 
 /** 48 random bytes as hex (96 characters): well over the 32 bytes both settings require. */
 const generate = () => randomBytes(48).toString('hex');
 
-/** Reads the secret in `dir/name`, or makes it (exclusively: two first runs cannot disagree). */
+/**
+ * Reads the secret in `dir/name`, or makes it (exclusively: two first runs cannot disagree). The
+ * directory is made owner-only first: a key read from a directory others could write to may be
+ * one they put there.
+ */
 export function localSecret(dir: string, name: string): string {
+  ensureDataDir(dir);
   const file = join(dir, name);
   if (!existsSync(file)) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
     try {
       const fd = openSync(file, 'wx', 0o600);
       writeSync(fd, `${generate()}\n`);

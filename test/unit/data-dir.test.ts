@@ -3,11 +3,12 @@
  * so this is all that keeps two processes from running two PostgreSQLs over them.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DataDirectoryBusy, displayDataDir, lockDataDir, resolveDataDir } from '../../src/embedded/data-dir.ts';
+import { withLocalSecrets } from '../../src/embedded/secrets.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'mnemo-datadir-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -48,5 +49,21 @@ describe('the data directory', () => {
     const lock = lockDataDir(dir);
     expect(readFileSync(join(dir, 'lock'), 'utf8').trim()).toBe(String(process.pid));
     lock.release();
+  });
+
+  it('is made owner-only when its group or others may use it, before the lock or a secret is written in it', () => {
+    for (const loose of [0o755, 0o750, 0o711, 0o777]) {
+      const dir = join(root, `loose-${loose.toString(8)}`);
+      mkdirSync(dir);
+      chmodSync(dir, loose);
+      lockDataDir(dir).release();
+      expect(statSync(dir).mode & 0o777, loose.toString(8)).toBe(0o700);
+    }
+    const secrets = join(root, 'loose-secrets');
+    mkdirSync(secrets);
+    chmodSync(secrets, 0o777);
+    withLocalSecrets({ MNEMO_DATA_DIR: secrets });
+    expect(statSync(secrets).mode & 0o777).toBe(0o700);
+    expect(statSync(join(secrets, 'jwt-secret')).mode & 0o777).toBe(0o600);
   });
 });
