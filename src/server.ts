@@ -30,6 +30,7 @@ import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis } from './jobs/redis.ts';
 import { createLogger, type Logger, logUnhandledRejections } from './log.ts';
+import { warmUpInstructionCheck } from './memory/instruction-like.ts';
 import { redactUrl } from './redact.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 import { createHandlerRegistry } from '../workers/registry.ts';
@@ -79,6 +80,8 @@ async function main(): Promise<void> {
     },
   });
 
+  // Before the port opens: the first remembered text would otherwise wait for the check's automata.
+  warmUpInstructionCheck();
   // serve() makes a plain HTTP/1.1 server (no `createServer` option given).
   const server = serve({ fetch: app.fetch, port: config.port }, (info) => {
     // The banner first: whoever waits for "api listening" has it by then.
