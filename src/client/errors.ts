@@ -10,6 +10,8 @@ import type { ErrorCode } from '../errors.ts';
 
 export type { ErrorCode };
 
+const numberOr = (value: unknown): number | undefined => (typeof value === 'number' ? value : undefined);
+
 /** The answer's error envelope, as its fields; a refusal without one (a proxy's page) gets the code of its status. */
 export class MnemoError extends Error {
   override name = 'MnemoError';
@@ -24,12 +26,13 @@ export class MnemoError extends Error {
     readonly retryAfter?: number,
   ) {
     super(message);
+    this.item = numberOr(body.item);
   }
+  /** In a batch write refused because of one fact (bad input, a scope it may not write, an erasure), that fact's index. */
+  readonly item: number | undefined;
 }
 
 type MnemoErrorArgs = ConstructorParameters<typeof MnemoError>;
-
-const numberOr = (value: unknown): number | undefined => (typeof value === 'number' ? value : undefined);
 
 /** A field the request got wrong. */
 export interface IssueDetail {
@@ -42,8 +45,6 @@ export class BadInputError extends MnemoError {
   override name = 'BadInputError';
   /** Every field at fault, the first one named in the message too. */
   readonly details: IssueDetail[] = Array.isArray(this.body.details) ? (this.body.details as IssueDetail[]) : [];
-  /** In a batch write, the index of the fact that refused the batch. */
-  readonly item: number | undefined = numberOr(this.body.item);
 }
 export class UnauthenticatedError extends MnemoError {
   declare readonly code: 'unauthenticated';

@@ -98,6 +98,12 @@ describe('TypeScript client against the real server', () => {
 
     const member = createClient({ baseUrl: api.baseUrl, token: await tokenFor({ tid: tenantId, sub: 'member-1', role: 'member' }) });
     await expect(member.memory.erasures.list()).rejects.toBeInstanceOf(PermissionDeniedError);
+    // Any refusal caused by one fact of a batch says which, not only bad input: here a scope the member may not write.
+    const denied = await member.memory.facts
+      .writeBatch([{ type: 'acme.note', content: 1, scope: { userId: 'member-1' } }, { type: 'acme.note', content: 2 }])
+      .catch((e: unknown) => e);
+    expect(denied).toBeInstanceOf(PermissionDeniedError);
+    expect(denied).toMatchObject({ code: 'permission-denied', item: 1 });
 
     const stranger = createClient({ baseUrl: api.baseUrl, token: 'not-a-token' });
     const refused = await stranger.memory.facts.list().catch((e: unknown) => e);
