@@ -47,13 +47,6 @@ export interface ConnectOptions {
    * a replaced connection's prepared statements would stay behind in it.
    */
   maxLifetimeSeconds?: number;
-  /**
-   * A role every `withTenant` transaction switches to (`set_config('role', …, true)`, in the
-   * statement that sets the tenant). For the embedded database, whose socket server ignores the
-   * login user (every connection is its superuser): the app's restricted role is then taken per
-   * transaction, so row-level security applies as with a real server (src/embedded/database.ts).
-   */
-  transactionRole?: string;
   /** The pool's name in the metrics (`mnemo_db_*{pool}`): `primary` (default), or `read` for a replica's. */
   pool?: PoolName;
 }
@@ -72,7 +65,7 @@ export function reconnectDelaySeconds(failures: number): number {
 }
 
 /** Per-client settings that `withTenant` applies, keyed by the drizzle handle it is given. */
-const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined; role?: string | undefined }>();
+const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined }>();
 /** Whether each client's database runs Citus (see `setLocal`), learned on its first tenant transaction. */
 const citusDetections = new WeakMap<Db, Promise<boolean>>();
 /** The same pool as a drizzle handle whose statements are prepared, keyed by the plain handle. */
@@ -122,9 +115,7 @@ export function connect(url: string, options: ConnectOptions = {}): Database {
   const tracker = trackPool(options.pool ?? 'primary', max);
   poolTrackers.set(db, tracker);
   if (prepared) preparedHandles.set(db, drizzle(preparing(sql), { schema }));
-  if (options.statementTimeoutMs || options.transactionRole) {
-    tenantSettings.set(db, { statementTimeoutMs: options.statementTimeoutMs || undefined, role: options.transactionRole });
-  }
+  if (options.statementTimeoutMs) tenantSettings.set(db, { statementTimeoutMs: options.statementTimeoutMs });
   return {
     db,
     sql,
@@ -161,7 +152,7 @@ export async function withTenant<T>(
   if (typeof tenantId !== 'string' || tenantId.length === 0 || tenantId.length > TENANT_ID_MAX) {
     throw new TypeError(`withTenant needs a tenant id of 1 to ${TENANT_ID_MAX} characters`);
   }
-  const { statementTimeoutMs, role } = tenantSettings.get(db) ?? {};
+  const { statementTimeoutMs } = tenantSettings.get(db) ?? {};
   const citus = await runsCitus(db);
   const handle = (options.prepared && preparedHandles.get(db)) || db;
   const transaction = () => handle.transaction(async (tx) => {
@@ -174,7 +165,6 @@ export async function withTenant<T>(
       ['app.tenant_id', tenantId],
       ['jit', 'off'],
       ...(statementTimeoutMs ? ([['statement_timeout', String(statementTimeoutMs)]] as const) : []),
-      ...(role ? ([['role', role]] as const) : []),
     ], citus);
     if (!options.prepared) {
       await settings;

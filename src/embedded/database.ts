@@ -1,23 +1,21 @@
 /**
  * The embedded database (DESIGN §1): PostgreSQL compiled to WebAssembly (PGlite, with pgvector
- * and btree_gin) in this process, served over the wire protocol by pglite-socket, so the app
- * reaches it through the same postgres.js code path, migrations and row-level security as a
- * real server. Measured facts this module is built on (a spike, 2026-12-01; docs/embedded.md):
+ * and btree_gin) in this process, served over the wire protocol (src/embedded/wire-server.ts), so
+ * the app reaches it through the same postgres.js code path, migrations and row-level security as
+ * a real server. Measured facts this module is built on (docs/embedded.md):
  *
- * - PGlite has one backend. The socket server serialises wire messages, and keeps a transaction's
- *   messages together, but statements of two connections outside a transaction interleave and
- *   came back with each other's results (300 of 600, no error). So the whole process uses ONE
- *   connection (`max: 1`, the server's `maxConnections: 1`): migrations first, then the app's.
- * - The socket server ignores the login user: every connection is the superuser. The app's role
- *   is taken with `SET ROLE` once (the one backend keeps it) and again in every tenant
- *   transaction (`transactionRole`), so row-level security applies as with a real server. It is
- *   not a wall against SQL the process itself runs (`RESET ROLE` would undo it): embedded is one
- *   trusted process, not a server others connect to.
+ * - PGlite has one backend. The wire server gives each connection its turn between two
+ *   ReadyForQuery messages and keeps a transaction's turns together, so connections never see each
+ *   other's results; transactions are serialised. The app uses one connection all the same
+ *   (`max: 1`): a second one would only wait for the first.
+ * - PGlite ignores the login user: every session is its superuser. The wire server takes the
+ *   connection's login role (`SET ROLE`) before each of its turns, so the app runs as `mnemo_api`
+ *   and row-level security applies as with a real server. It is not a wall against SQL the process
+ *   itself runs (`RESET ROLE` would undo it): embedded is one trusted process, not a server others
+ *   connect to.
  * - So that nobody else can connect as that superuser, the server listens on a Unix socket inside
- *   the data directory (mode 0700, enforced by lockDataDir), not on a TCP port; a path too long for
- *   a socket falls back to 127.0.0.1 on a random port.
- * - PGlite writes a new database's files with mode 0666 whatever the umask; they are made 0600
- *   once it has opened them (restrictFiles, data-dir.ts).
+ *   the data directory (mode 0700), not on a TCP port; a path too long for a socket falls back to
+ *   127.0.0.1 on a random port.
  * - `statement_timeout` has no effect and cancel requests are ignored.
  * - Commits are written to the files before they are acknowledged: none was lost in four SIGKILLs
  *   under load. PGlite never calls fsync, so an OS crash or power cut can lose the last ones.
@@ -27,6 +25,8 @@ import { join } from 'node:path';
 import { connect, type ConnectOptions, type Database } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
 import { displayDataDir, lockDataDir, restrictFiles } from './data-dir.ts';
+import { createPGlite } from './pglite.ts';
+import { startWireServer } from './wire-server.ts';
 
 /** The app's login role inside the embedded database (provisioned by migrate, as on a server). */
 export const EMBEDDED_APP_ROLE = 'mnemo_api';
@@ -45,7 +45,7 @@ export interface EmbeddedDatabase {
 export interface OpenOptions {
   dataDir: string;
   /** Options of the app's client (timeouts, application name); its pool is always one connection. */
-  connectOptions?: Omit<ConnectOptions, 'max' | 'socketPath' | 'maxLifetimeSeconds' | 'transactionRole'>;
+  connectOptions?: Omit<ConnectOptions, 'max' | 'socketPath' | 'maxLifetimeSeconds'>;
   log?: (message: string) => void;
 }
 
@@ -56,14 +56,7 @@ export async function openEmbeddedDatabase({ dataDir, connectOptions = {}, log =
     // The migration's client closes before the app's opens: the server takes one connection.
     await migrate({ adminUrl: server.url('postgres'), appUrl: server.url(EMBEDDED_APP_ROLE), ...server.socket, log });
 
-    database = connect(server.url(EMBEDDED_APP_ROLE), {
-      ...connectOptions,
-      ...server.socket,
-      max: 1,
-      maxLifetimeSeconds: 0,
-      transactionRole: EMBEDDED_APP_ROLE,
-    });
-    await database.sql.unsafe(`set role ${EMBEDDED_APP_ROLE}`);
+    database = connect(server.url(EMBEDDED_APP_ROLE), { ...connectOptions, ...server.socket, max: 1, maxLifetimeSeconds: 0 });
   } catch (error) {
     await database?.close().catch(() => {});
     await server.close();
@@ -110,13 +103,7 @@ export async function startEmbeddedServer({ dataDir, mustExist = false }: { data
       throw new Error(`${displayDataDir(dataDir)} holds no embedded database (no ${join(displayDataDir(dataDir), 'pgdata')}); set MNEMO_DATA_DIR to the directory the API used`);
     }
     // Loaded only in this mode: PGlite and its extensions are tens of megabytes of WebAssembly.
-    const [{ PGlite }, { vector }, { btree_gin }, { PGLiteSocketServer }] = await Promise.all([
-      import('@electric-sql/pglite'),
-      import('@electric-sql/pglite-pgvector'),
-      import('@electric-sql/pglite/contrib/btree_gin'),
-      import('@electric-sql/pglite-socket'),
-    ]);
-    const pglite = await PGlite.create({ dataDir: pgdata, extensions: { vector, btree_gin } });
+    const pglite = await createPGlite({ dataDir: pgdata });
     undo.push(() => pglite.close());
     // After PGlite has written a new database's files (0666) or opened an older one's.
     restrictFiles(dataDir);
@@ -125,10 +112,9 @@ export async function startEmbeddedServer({ dataDir, mustExist = false }: { data
     const viaSocket = Buffer.byteLength(socketPath) <= SOCKET_PATH_MAX;
     // A socket file left by a process that was killed; the lock says no process uses it now.
     if (viaSocket && existsSync(socketPath)) rmSync(socketPath);
-    const server = new PGLiteSocketServer({ db: pglite, maxConnections: 1, ...(viaSocket ? { path: socketPath } : { host: '127.0.0.1', port: 0 }) });
-    await server.start();
-    undo.push(() => server.stop());
-    const listening = viaSocket ? socketPath : server.getServerConn();
+    const server = await startWireServer(pglite, viaSocket ? { path: socketPath } : {});
+    undo.push(() => server.close());
+    const listening = server.listening;
     const base = viaSocket ? 'localhost' : listening;
     return {
       listening,
