@@ -12,7 +12,8 @@
  *
  * Every answer of a limited class carries `RateLimit-Limit`, `RateLimit-Remaining` and
  * `RateLimit-Reset` (draft-ietf-httpapi-ratelimit-headers: the limit closest to running out);
- * over a limit, 429 `rate-limited` with `Retry-After`.
+ * over a limit, 429 `rate-limited` with `Retry-After`. What is counted is work: a HEAD as its
+ * GET (Hono runs the GET's handler for it), and a JSON-RPC batch to /mcp as each tool call in it.
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Redis } from 'ioredis';
@@ -38,11 +39,22 @@ interface Count {
 }
 
 /** The answer for one request: allowed or not, and the limit its headers describe. */
-export type RateLimitVerdict = Count & { routeClass: RateLimitClass };
+export type RateLimitVerdict = Count & {
+  routeClass: RateLimitClass;
+  /** What the request counted for (a batch: its calls of this class). */
+  points: number;
+  /** Gives back what an allowed request counted, when it is refused after all (another class of its batch was over). */
+  refund(): Promise<void>;
+};
 
 export interface RateLimiter {
-  /** Counts one request of `routeClass` by `principal`; undefined when the class is not limited. */
-  take(routeClass: RateLimitClass, principal: Principal): Promise<RateLimitVerdict | undefined>;
+  /**
+   * Counts a request of `routeClass` by `principal` as `points` requests (a batch: one for each
+   * of its calls); undefined when the class is not limited. Refused, it counts for nothing.
+   */
+  take(routeClass: RateLimitClass, principal: Principal, points?: number): Promise<RateLimitVerdict | undefined>;
+  /** The most one request can count in `routeClass` (the lower of its two limits); undefined when the class is not limited. */
+  largest(routeClass: RateLimitClass): number | undefined;
 }
 
 export interface RateLimiterOptions {
@@ -98,20 +110,21 @@ export function createRateLimiter({ limits, redis, keyPrefix, logger, windowSeco
     rateLimitFallback.set(1);
   };
 
-  /** Counts one request against `limit`; `refund` takes it back (in the same place it was counted). */
-  const count = async (limit: Limit, key: string): Promise<Count & { refund(): Promise<unknown> }> => {
+  /** Counts `points` against `limit`; `refund` takes them back (in the same place they were counted). */
+  const count = async (limit: Limit, key: string, points: number): Promise<Count & { refund(): Promise<unknown> }> => {
     const answer = (result: RateLimiterRes, allowed: boolean, counter: RateLimiterRedis | RateLimiterMemory) => ({
       scope: limit.scope,
       limit: limit.points,
       allowed,
-      remaining: result.remainingPoints,
+      // Refused, it is refunded: what is left is what was left before it.
+      remaining: allowed ? result.remainingPoints : Math.max(0, limit.points - (result.consumedPoints - points)),
       msBeforeReset: result.msBeforeNext,
       // Best effort: a refund lost to Redis failing just now only makes the limit a little stricter.
-      refund: () => counter.reward(key).catch(() => {}),
+      refund: () => counter.reward(key, points).catch(() => {}),
     });
     if (limit.shared && Date.now() >= redisAwayUntil) {
       try {
-        const result = await limit.shared.consume(key);
+        const result = await limit.shared.consume(key, points);
         redisAnswered();
         return answer(result, true, limit.shared);
       } catch (error) {
@@ -123,7 +136,7 @@ export function createRateLimiter({ limits, redis, keyPrefix, logger, windowSeco
       }
     }
     try {
-      return answer(await limit.local.consume(key), true, limit.local);
+      return answer(await limit.local.consume(key, points), true, limit.local);
     } catch (error) {
       if (error instanceof RateLimiterRes) return answer(error, false, limit.local);
       throw error;
@@ -131,22 +144,32 @@ export function createRateLimiter({ limits, redis, keyPrefix, logger, windowSeco
   };
 
   return {
-    async take(routeClass, principal) {
+    async take(routeClass, principal, points = 1) {
       const limit = classes.get(routeClass);
       if (!limit) return undefined;
       const tenantKey = encodeURIComponent(principal.tenantId);
       // Both at once: one round trip to Redis rather than two.
-      const counts = await Promise.all([count(limit.caller, `${tenantKey}:${encodeURIComponent(principal.sub)}`), count(limit.tenant, tenantKey)]);
+      const counts = await Promise.all([count(limit.caller, `${tenantKey}:${encodeURIComponent(principal.sub)}`, points), count(limit.tenant, tenantKey, points)]);
+      const refund = async () => {
+        await Promise.all(counts.map((counted) => counted.refund()));
+      };
       const refused = counts.filter((counted) => !counted.allowed);
       if (refused.length === 0) {
         const [caller, tenant] = counts;
-        return { routeClass, ...(tenant.remaining < caller.remaining || (tenant.remaining === caller.remaining && tenant.msBeforeReset > caller.msBeforeReset) ? tenant : caller) };
+        const closest = tenant.remaining < caller.remaining || (tenant.remaining === caller.remaining && tenant.msBeforeReset > caller.msBeforeReset) ? tenant : caller;
+        return { routeClass, points, ...closest, refund };
       }
-      // A refused request takes nothing from the limit that allowed it: a caller past its own
-      // limit leaves its tenant's to the other callers, and a caller refused by its tenant's keeps its own.
-      await Promise.all(counts.filter((counted) => counted.allowed).map((counted) => counted.refund()));
+      // A refused request takes nothing from either limit: a caller past its own limit leaves its
+      // tenant's to the other callers, a caller refused by its tenant's keeps its own, and a batch
+      // larger than what is left leaves what is left.
+      await refund();
       // The one that allows again last says when to retry.
-      return { routeClass, ...refused.reduce((last, counted) => (counted.msBeforeReset > last.msBeforeReset ? counted : last)) };
+      const last = refused.reduce((latest, counted) => (counted.msBeforeReset > latest.msBeforeReset ? counted : latest));
+      return { routeClass, points, ...last, refund: async () => {} };
+    },
+    largest(routeClass) {
+      const limit = classes.get(routeClass);
+      return limit && Math.min(limit.caller.points, limit.tenant.points);
     },
   };
 }
@@ -158,14 +181,16 @@ const writeMethods = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /**
  * The class of a /v1 or /api/kiwi request. Searches and reports are told apart by path (both
  * computed on demand, and much dearer than a read); every other change is a write, every other
- * GET a read (a stored report or an erasure's status polled, a fact, a list).
+ * GET a read (a stored report or an erasure's status polled, a fact, a list). A HEAD is its GET:
+ * Hono answers it by running the GET's handler and dropping the body, so it costs the same.
  */
 export function routeClass(method: string, path: string): RateLimitClass | undefined {
-  if (method === 'POST' && (path === '/v1/memory/retrieve' || path === '/v1/memory/context')) return 'searches';
-  if (method === 'GET' && (path === '/v1/memory/report' || path === '/api/kiwi/memory/report')) return 'reports';
-  if (method === 'POST' && path === '/v1/memory/reports') return 'reports';
-  if (writeMethods.has(method)) return 'writes';
-  if (method === 'GET' || method === 'HEAD') return 'reads';
+  const work = method === 'HEAD' ? 'GET' : method;
+  if (work === 'POST' && (path === '/v1/memory/retrieve' || path === '/v1/memory/context')) return 'searches';
+  if (work === 'GET' && (path === '/v1/memory/report' || path === '/api/kiwi/memory/report')) return 'reports';
+  if (work === 'POST' && path === '/v1/memory/reports') return 'reports';
+  if (writeMethods.has(work)) return 'writes';
+  if (work === 'GET') return 'reads';
   return undefined;
 }
 
@@ -176,17 +201,17 @@ export const mcpToolClasses: Readonly<Record<string, RateLimitClass>> = {
   kiwi_memory_report: 'reports',
 };
 
-/** The classes of the tools an MCP request calls (JSON-RPC `tools/call`, alone or in a batch). */
-export function mcpCallClasses(message: unknown): Set<RateLimitClass> {
-  const classes = new Set<RateLimitClass>();
+/** How many tools of each class an MCP request calls (JSON-RPC `tools/call`, alone or in a batch). */
+export function mcpCallCounts(message: unknown): Map<RateLimitClass, number> {
+  const counts = new Map<RateLimitClass, number>();
   for (const item of Array.isArray(message) ? message : [message]) {
     const request = item as { method?: unknown; params?: { name?: unknown } } | null;
     if (typeof request !== 'object' || request === null || request.method !== 'tools/call') continue;
     const name = request.params?.name;
     const toolClass = typeof name === 'string' ? mcpToolClasses[name] : undefined;
-    if (toolClass) classes.add(toolClass);
+    if (toolClass) counts.set(toolClass, (counts.get(toolClass) ?? 0) + 1);
   }
-  return classes;
+  return counts;
 }
 
 /** Headers of the limit a verdict names; 429 in the envelope when it refused. */
@@ -199,9 +224,10 @@ function enforce(c: Context<AppEnv>, verdict: RateLimitVerdict): Response | unde
   const retryAfter = seconds(verdict.msBeforeReset);
   c.header('Retry-After', String(retryAfter));
   const whose = verdict.scope === 'caller' ? 'for this caller' : "for this tenant (all its callers together)";
+  const reached = verdict.points === 1 ? 'reached' : `has ${verdict.remaining} left, and this batch needs ${verdict.points}`;
   return respondWithError(
     c,
-    new AppError('rate-limited', `Rate limit of ${verdict.limit} ${verdict.routeClass} a minute ${whose} reached; retry in ${retryAfter} s`),
+    new AppError('rate-limited', `Rate limit of ${verdict.limit} ${verdict.routeClass} a minute ${whose} ${reached}; retry in ${retryAfter} s`),
   );
 }
 
@@ -217,9 +243,12 @@ export const limitRequests =
   };
 
 /**
- * POST /mcp, after its `authenticate`: a tool call counts in its tool's class. The body is read
- * from a copy, since the MCP transport reads the request itself; one it cannot parse is left to
- * the transport's own error.
+ * POST /mcp, after its `authenticate`: each tool call counts in its tool's class, the calls of a
+ * JSON-RPC batch each as one. A batch runs whole or not at all: when what is left of any of its
+ * classes cannot cover its calls, it is refused with 429 and counts for nothing; a batch with
+ * more calls of a class than that class allows a minute could never run, and is refused with 400.
+ * The body is read from a copy, since the MCP transport reads the request itself; one it cannot
+ * parse is left to the transport's own error.
  */
 export const limitMcpToolCalls =
   (limiter: RateLimiter): MiddlewareHandler<AppEnv> =>
@@ -228,10 +257,25 @@ export const limitMcpToolCalls =
       .clone()
       .json()
       .catch(() => undefined);
-    for (const toolClass of mcpCallClasses(message)) {
-      const verdict = await limiter.take(toolClass, principalOf(c));
-      const refused = verdict && enforce(c, verdict);
-      if (refused) return refused;
+    const counts = [...mcpCallCounts(message)];
+    for (const [toolClass, calls] of counts) {
+      const largest = limiter.largest(toolClass);
+      if (largest !== undefined && calls > largest) {
+        return respondWithError(
+          c,
+          new AppError('bad-input', `This batch makes ${calls} tool calls counted as ${toolClass}, more than the rate limit allows in a minute (${largest}): send at most ${largest} in one request`),
+        );
+      }
     }
+    const principal = principalOf(c);
+    const verdicts = (await Promise.all(counts.map(([toolClass, calls]) => limiter.take(toolClass, principal, calls)))).filter((verdict) => verdict !== undefined);
+    const refused = verdicts.find((verdict) => !verdict.allowed);
+    if (refused) {
+      await Promise.all(verdicts.map((verdict) => verdict.refund()));
+      return enforce(c, refused);
+    }
+    // The headers describe the limit closest to running out, as for one call.
+    const closest = verdicts.reduce<RateLimitVerdict | undefined>((least, verdict) => (least && least.remaining <= verdict.remaining ? least : verdict), undefined);
+    if (closest) enforce(c, closest);
     await next();
   };

@@ -2,24 +2,24 @@ import { z } from 'zod';
 import { textSchema } from '../db/storable.ts';
 import { remember, REMEMBER_TEXT_MAX } from '../memory/remember.ts';
 import { FactTypeSchema, IdSchema, TimestampSchema } from '../memory/schemas.ts';
-import { runTool, type ToolRegistration } from './tool.ts';
+import type { RememberSettings } from '../memory/remember-settings.ts';
+import { defineTool, type Tool } from './tool.ts';
 
-const RememberedSchema = {
+const RememberedSchema = z.object({
   factId: z.uuid(),
   status: z.literal('remembered'),
   outcome: z.enum(['created', 'superseded', 'replayed']),
   version: z.number().int(),
   review: z.enum(['pending']).nullable().describe('"pending": held until a person verifies it; no search returns it before then'),
-};
+});
 
 /**
  * `kindgi_remember` (DESIGN §7, issue 17): the agent writes what it learned. Type, text, an
  * optional key and end of validity are the model's to choose; the scope, trust (`unverified`),
  * who asserted it and how long it is kept are not (src/memory/remember.ts).
  */
-export const registerKindgiRemember: ToolRegistration = (server, context) => {
-  const { settings } = context.remember;
-  server.registerTool(
+export const kindgiRemember = (settings: RememberSettings): Tool =>
+  defineTool(
     'kindgi_remember',
     {
       title: 'Remember a fact',
@@ -28,7 +28,7 @@ export const registerKindgiRemember: ToolRegistration = (server, context) => {
         'It is stored as unverified, in your memory (not the whole organisation\'s). Give the same type and key again to replace ' +
         'what you remembered under that key; sending the same text again changes nothing. Text that reads like instructions to an ' +
         'assistant is held until a person reviews it. Write facts in the third person ("Prefers email"), not orders.',
-      inputSchema: {
+      inputSchema: z.object({
         type: FactTypeSchema.refine((type) => settings.types.includes(type), {
           message: `must be one of: ${settings.types.join(', ')}`,
         }).describe(`What kind of memory this is; one of: ${settings.types.join(', ')}`),
@@ -39,20 +39,18 @@ export const registerKindgiRemember: ToolRegistration = (server, context) => {
           .describe(`The memory, at most ${REMEMBER_TEXT_MAX} characters`),
         key: IdSchema.optional().describe('A name for this memory (e.g. "favourite-colour"): remembering the same type and key again replaces it'),
         validUntil: TimestampSchema.optional().describe('When this stops being true (ISO 8601), if it is known'),
-      },
+      }),
       outputSchema: RememberedSchema,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    (args) =>
-      runTool(context, 'kindgi_remember', async () => {
-        const { fact, outcome, signals } = await remember({ db: context.db, principal: context.principal }, args, settings);
-        if (outcome !== 'replayed') await context.remember.afterWrite(context.principal.tenantId);
-        if (fact.review === 'pending' && outcome !== 'replayed') {
-          // The ids and the patterns, never the text: logs are not a place for what users said.
-          context.logger.info('remembered fact held for review', { requestId: context.requestId, factId: fact.id, version: fact.version, signals });
-        }
-        const structuredContent = { factId: fact.id, status: 'remembered' as const, outcome, version: fact.version, review: fact.review };
-        return { structuredContent, content: [{ type: 'text', text: JSON.stringify(structuredContent) }] };
-      }),
+    async (context, args) => {
+      const { fact, outcome, signals } = await remember({ db: context.db, principal: context.principal }, args, settings);
+      if (outcome !== 'replayed') await context.afterWrite(context.principal.tenantId);
+      if (fact.review === 'pending' && outcome !== 'replayed') {
+        // The ids and the patterns, never the text: logs are not a place for what users said.
+        context.logger.info('remembered fact held for review', { requestId: context.requestId, factId: fact.id, version: fact.version, signals });
+      }
+      const structuredContent = { factId: fact.id, status: 'remembered' as const, outcome, version: fact.version, review: fact.review };
+      return { structuredContent, content: [{ type: 'text', text: JSON.stringify(structuredContent) }] };
+    },
   );
-};

@@ -15,6 +15,7 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { TokenVerifier } from '../auth/verify.ts';
@@ -29,20 +30,30 @@ import type { Logger } from '../log.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../memory/remember-settings.ts';
 import type { QueryEmbedder } from '../memory/retrieve.ts';
-import { registerKindgiRemember } from './kindgi-remember.ts';
-import { registerKiwiMemoryReport } from './kiwi-memory-report.ts';
-import { registerMemoryRetrieve } from './memory-retrieve.ts';
-import type { ToolContext, ToolRegistration } from './tool.ts';
+import { kindgiRemember } from './kindgi-remember.ts';
+import { kiwiMemoryReport } from './kiwi-memory-report.ts';
+import { memoryRetrieve } from './memory-retrieve.ts';
+import type { Tool, ToolContext } from './tool.ts';
 
 export const MCP_PATH = '/mcp';
 
-/** Every tool the server offers. A new tool: one file exporting a `ToolRegistration`, one line here. */
-const tools: ToolRegistration[] = [registerKindgiRemember, registerMemoryRetrieve, registerKiwiMemoryReport];
+/**
+ * Every tool the server offers, built once for the settings they depend on (the route's), never
+ * per request. A new tool: one file exporting a `Tool` (or a function of the settings making one), one line here.
+ */
+export const mcpTools = (settings: RememberSettings): Tool[] => [kindgiRemember(settings), memoryRetrieve(settings), kiwiMemoryReport];
 
-/** A server with every tool, bound to one caller: built per request (see above). */
-export function createMcpServer(context: ToolContext): McpServer {
-  const server = new McpServer({ name: 'mnemo', version: openApiInfo.info.version }, { capabilities: { tools: {} } });
-  for (const register of tools) register(server, context);
+/**
+ * What the SDK's server would build anew for each request, one Ajv instance with its
+ * meta-schemas (2 ms of CPU): it validates answers to server-initiated elicitation, which a
+ * stateless server never sends, so one serves every request.
+ */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
+
+/** A server with `tools`, bound to one caller: built per request (see above). */
+export function createMcpServer(tools: readonly Tool[], context: ToolContext): McpServer {
+  const server = new McpServer({ name: 'mnemo', version: openApiInfo.info.version }, { capabilities: { tools: {} }, jsonSchemaValidator });
+  for (const tool of tools) tool.register(server, context);
   return server;
 }
 
@@ -81,7 +92,8 @@ export function mcpRoutes({
   dispatch,
 }: McpRouteDependencies) {
   const routes = new Hono<AppEnv>();
-  const remember = { settings, afterWrite: async (tenantId: string) => dispatch?.embedding(tenantId) };
+  const tools = mcpTools(settings);
+  const afterWrite = async (tenantId: string) => dispatch?.embedding(tenantId);
 
   routes.post(
     MCP_PATH,
@@ -96,7 +108,7 @@ export function mcpRoutes({
       const requestId = c.get('requestId');
       const principal = principalOf(c);
       const read = <T>(run: (readDb: Db) => Promise<T>) => reads.read(principal, run);
-      const server = createMcpServer({ db, read, principal, logger, requestId, embedder, remember });
+      const server = createMcpServer(tools, { db, read, principal, logger, requestId, embedder, afterWrite });
       server.server.onerror = (error) => logger.warn('MCP request refused', { requestId, error: error.message });
       const transport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: undefined,

@@ -16,7 +16,6 @@ import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { AppError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
-import { DEFAULT_REMEMBER_SETTINGS } from '../../src/memory/remember-settings.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { mcpClients } from '../helpers/mcp.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
@@ -325,7 +324,7 @@ describe('MCP server (POST /mcp)', () => {
       principal: { tenantId: 't', sub: 'u', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } },
       logger: createLogger('info', {}, (line) => logged.push(line)),
       requestId: 'req-42',
-      remember: { settings: DEFAULT_REMEMBER_SETTINGS, afterWrite: async () => {} },
+      afterWrite: async () => {},
     });
 
     it('answers a domain error as a tool error carrying the envelope', async () => {

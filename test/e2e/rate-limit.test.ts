@@ -119,6 +119,41 @@ describe('rate limits', () => {
     });
   });
 
+  it("gives every HEAD its GET's class: Hono runs the GET's handler for it", async () => {
+    const call = node({}, { keyPrefix: deployment() });
+    const document = (await call('unused', 'GET', '/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+    const gets = Object.entries(document.paths).filter(([path, operations]) => isMemoryApiPath(path) && 'get' in operations);
+    expect(gets.length).toBeGreaterThan(5);
+    const differing = gets
+      .map(([path]) => path.replace(/\{[^}]+\}/g, '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b'))
+      .filter((path) => routeClass('HEAD', path) !== routeClass('GET', path))
+      .map((path) => `${path}: HEAD ${routeClass('HEAD', path)}, GET ${routeClass('GET', path)}`);
+    expect(differing).toEqual([]);
+  });
+
+  it('a HEAD counts as its GET: the report it computes is a report, and refused once the reports are spent', async () => {
+    const call = node({ reports: { perCaller: 2, perTenant: 10 }, reads: { perCaller: 1, perTenant: 10 } }, { keyPrefix: deployment() });
+    const token = await tokenFor({ tid: uniqueTenant('rl-head'), sub: 'prober' });
+    const before = await rejections('reports');
+
+    const head = await call(token, 'HEAD', '/v1/memory/report');
+    expect(head.status).toBe(200);
+    expect(limitHeaders(head.headers)).toMatchObject({ limit: '2', remaining: '1' });
+    expect((await call(token, 'GET', '/v1/memory/report')).status).toBe(200);
+    // Spent: the GET is refused, and so is every HEAD, on both report paths, before any handler runs.
+    expect((await call(token, 'GET', '/v1/memory/report')).status).toBe(429);
+    for (const path of ['/v1/memory/report', '/api/kiwi/memory/report']) {
+      const refused = await call(token, 'HEAD', path);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
+    expect(await rejections('reports')).toBe(before + 3);
+
+    // A HEAD of a read is a read.
+    expect((await call(token, 'HEAD', '/v1/memory/facts')).status).toBe(200);
+    expect((await call(token, 'GET', '/v1/memory/facts')).status).toBe(429);
+  });
+
   it('documents 429 rate-limited and 503 unavailable on every route it limits', async () => {
     const call = node({}, { keyPrefix: deployment() });
     const document = (await call('unused', 'GET', '/openapi.json')).body as {
@@ -277,6 +312,65 @@ describe('rate limits', () => {
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       // The same class as the route: /v1's report is now refused too.
       expect((await call(token, 'GET', '/v1/memory/report')).status).toBe(429);
+    });
+
+    const retrieveCall = (id: number) => rpc(id, 'tools/call', { name: 'memory_retrieve', arguments: { query: 'boiler', mode: 'keyword' } });
+    const rememberCall = (id: number) => rpc(id, 'tools/call', { name: 'kindgi_remember', arguments: { type: 'note', text: `Remembered in call ${id}` } });
+    const batchOf = (size: number, call: (id: number) => unknown, from = 1) => Array.from({ length: size }, (_, i) => call(from + i));
+    const answered = (body: unknown) => (body as { id: number; result?: { isError?: boolean } }[]).filter((answer) => answer.result && !answer.result.isError).length;
+
+    it('a JSON-RPC batch counts each of its tool calls: it runs whole when what is left covers them, else not at all (429)', async () => {
+      const call = node({ searches: { perCaller: 5, perTenant: 50 } }, { keyPrefix: deployment() });
+      const token = await tokenFor({ tid: uniqueTenant('rl-batch'), sub: 'agent' });
+
+      const three = await call(token, 'POST', '/mcp', batchOf(3, retrieveCall));
+      expect(three.status).toBe(200);
+      expect(answered(three.body)).toBe(3);
+      expect(limitHeaders(three.headers)).toMatchObject({ limit: '5', remaining: '2' });
+
+      const tooMany = await call(token, 'POST', '/mcp', batchOf(3, retrieveCall, 10));
+      expect(tooMany.status).toBe(429);
+      expect(tooMany.body.error).toMatchObject({ code: 'rate-limited' });
+      expect(tooMany.body.error.message).toMatch(/^Rate limit of 5 searches a minute for this caller has 2 left, and this batch needs 3; retry in \d+ s$/);
+      expect(limitHeaders(tooMany.headers)).toMatchObject({ limit: '5', remaining: '2' });
+
+      // The refused batch took nothing: two calls still fit, and then none.
+      const two = await call(token, 'POST', '/mcp', batchOf(2, retrieveCall, 20));
+      expect(two.status).toBe(200);
+      expect(answered(two.body)).toBe(2);
+      expect(limitHeaders(two.headers)).toMatchObject({ remaining: '0' });
+      expect((await call(token, 'POST', '/mcp', retrieveCall(30))).status).toBe(429);
+    });
+
+    it('a batch with more calls of a class than its limit allows in a minute is refused (400), and counts for nothing', async () => {
+      const call = node({ searches: { perCaller: 5, perTenant: 50 } }, { keyPrefix: deployment() });
+      const token = await tokenFor({ tid: uniqueTenant('rl-batch-large'), sub: 'agent' });
+      const fifty = await call(token, 'POST', '/mcp', batchOf(50, retrieveCall));
+      expect(fifty.status).toBe(400);
+      expect(fifty.body.error).toMatchObject({ code: 'bad-input' });
+      expect(fifty.body.error.message).toBe('This batch makes 50 tool calls counted as searches, more than the rate limit allows in a minute (5): send at most 5 in one request');
+      const one = await call(token, 'POST', '/mcp', retrieveCall(51));
+      expect(one.status).toBe(200);
+      expect(limitHeaders(one.headers)).toMatchObject({ limit: '5', remaining: '4' });
+    });
+
+    it('a batch refused by one of its classes runs none of its calls and takes nothing from the others', async () => {
+      const call = node({ writes: { perCaller: 5, perTenant: 50 }, reports: { perCaller: 1, perTenant: 50 } }, { keyPrefix: deployment() });
+      const tenantId = uniqueTenant('rl-batch-mixed');
+      const token = await tokenFor({ tid: tenantId, sub: 'agent' });
+      expect((await call(token, 'GET', '/v1/memory/report')).status).toBe(200);
+
+      const mixed = await call(token, 'POST', '/mcp', [...batchOf(3, rememberCall), rpc(9, 'tools/call', { name: 'kiwi_memory_report', arguments: {} })]);
+      expect(mixed.status).toBe(429);
+      expect(mixed.body.error.message).toMatch(/^Rate limit of 1 reports a minute for this caller reached/);
+      const facts = await call(token, 'GET', '/v1/memory/facts');
+      expect(facts.body.data).toEqual([]);
+
+      // The writes it would have made are all still there to make.
+      const five = await call(token, 'POST', '/mcp', batchOf(5, rememberCall, 10));
+      expect(five.status).toBe(200);
+      expect(answered(five.body)).toBe(5);
+      expect(limitHeaders(five.headers)).toMatchObject({ limit: '5', remaining: '0' });
     });
 
     it('every tool the MCP server offers has a class', async () => {
