@@ -201,15 +201,21 @@ export const mcpToolClasses: Readonly<Record<string, RateLimitClass>> = {
   kiwi_memory_report: 'reports',
 };
 
-/** How many tools of each class an MCP request calls (JSON-RPC `tools/call`, alone or in a batch). */
+/**
+ * How many calls of each class an MCP request makes (JSON-RPC, alone or in a batch): a `tools/call`
+ * in its tool's class, a `tools/list` as a read. Listing is not free: the SDK converts every tool's
+ * schema to JSON Schema each time (~5 ms of CPU, 6 KB), and a batch of 100 cost 269 ms.
+ * `initialize` and `ping` count in none.
+ */
 export function mcpCallCounts(message: unknown): Map<RateLimitClass, number> {
   const counts = new Map<RateLimitClass, number>();
   for (const item of Array.isArray(message) ? message : [message]) {
     const request = item as { method?: unknown; params?: { name?: unknown } } | null;
-    if (typeof request !== 'object' || request === null || request.method !== 'tools/call') continue;
+    if (typeof request !== 'object' || request === null) continue;
     const name = request.params?.name;
-    const toolClass = typeof name === 'string' ? mcpToolClasses[name] : undefined;
-    if (toolClass) counts.set(toolClass, (counts.get(toolClass) ?? 0) + 1);
+    const callClass =
+      request.method === 'tools/list' ? 'reads' : request.method === 'tools/call' && typeof name === 'string' ? mcpToolClasses[name] : undefined;
+    if (callClass) counts.set(callClass, (counts.get(callClass) ?? 0) + 1);
   }
   return counts;
 }

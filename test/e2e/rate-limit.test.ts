@@ -295,10 +295,14 @@ describe('rate limits', () => {
   describe('MCP', () => {
     const rpc = (id: number, method: string, params?: unknown) => ({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) });
 
-    it('a tool call counts in its tool class (kiwi_memory_report: reports); listing tools counts in none', async () => {
-      const call = node({ reports: { perCaller: 1, perTenant: 5 }, reads: { perCaller: 1, perTenant: 1 } }, { keyPrefix: deployment() });
+    it('a tool call counts in its tool class (kiwi_memory_report: reports); listing tools counts as a read, initialize and ping in none', async () => {
+      const call = node({ reports: { perCaller: 1, perTenant: 5 }, reads: { perCaller: 2, perTenant: 5 } }, { keyPrefix: deployment() });
       const token = await tokenFor({ tid: uniqueTenant('rl-mcp'), sub: 'agent' });
-      for (let id = 1; id <= 3; id++) expect((await call(token, 'POST', '/mcp', rpc(id, 'tools/list'))).status).toBe(200);
+      for (let id = 1; id <= 3; id++) expect((await call(token, 'POST', '/mcp', rpc(id, 'ping'))).status).toBe(200);
+      for (let id = 1; id <= 2; id++) expect((await call(token, 'POST', '/mcp', rpc(id, 'tools/list'))).status).toBe(200);
+      const listedTooOften = await call(token, 'POST', '/mcp', rpc(3, 'tools/list'));
+      expect(listedTooOften.status).toBe(429);
+      expect(listedTooOften.body.error.message).toMatch(/^Rate limit of 2 reads a minute for this caller/);
 
       const report = rpc(4, 'tools/call', { name: 'kiwi_memory_report', arguments: {} });
       const first = await call(token, 'POST', '/mcp', report);
