@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { needTags } from './test/setup/needs.ts';
 
 /**
  * The Citus suite (`npm run test:citus`): the flows of `npm test` that make up the product (facts,
@@ -26,6 +27,9 @@ export default defineConfig({
       'test/integration/retention.test.ts',
     ],
     globalSetup: ['test/setup/citus.ts'],
+    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
+    tags: needTags,
+    reporters: ['default', './test/setup/needs-reporter.ts'],
     pool: 'forks',
     fileParallelism: false,
     testTimeout: 120_000,

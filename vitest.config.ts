@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { needTags } from './test/setup/needs.ts';
 
 /**
  * `npm test`: every behaviour, in a few minutes. Long runs of the same behaviours at full size
@@ -11,6 +12,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', 'test/citus/**', 'test/clients/**', '**/node_modules/**'],
     globalSetup: ['test/setup/global.ts'],
+    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
+    tags: needTags,
+    reporters: ['default', './test/setup/needs-reporter.ts'],
     // Each file gets its own database (test/helpers/database.ts) and its own Redis queue prefix
     // (test/helpers/redis.ts), so files run in parallel. Most of a file's time is spent waiting
     // on Postgres, Redis or a child process, so more files than cores keep both cores busy.

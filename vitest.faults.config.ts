@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { needTags } from './test/setup/needs.ts';
 
 /**
  * The fault-injection and adversarial suite (`npm run test:faults`): real processes on loopback,
@@ -9,6 +10,9 @@ export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
     globalSetup: ['test/setup/global.ts'],
+    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
+    tags: needTags,
+    reporters: ['default', './test/setup/needs-reporter.ts'],
     pool: 'forks',
     fileParallelism: false,
     testTimeout: 180_000,

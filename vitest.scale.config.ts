@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { needTags } from './test/setup/needs.ts';
 
 /**
  * The scale suite (`npm run test:scale`): several API and worker processes behind a load balancer
@@ -10,6 +11,9 @@ export default defineConfig({
   test: {
     include: ['test/scale/**/*.test.ts'],
     globalSetup: ['test/setup/global.ts'],
+    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
+    tags: needTags,
+    reporters: ['default', './test/setup/needs-reporter.ts'],
     pool: 'forks',
     fileParallelism: false,
     testTimeout: 300_000,

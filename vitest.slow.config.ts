@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { needTags } from './test/setup/needs.ts';
 
 /**
  * `npm run test:slow`: the same behaviours as `npm test` at full size, where size is the point —
@@ -10,6 +11,9 @@ export default defineConfig({
   test: {
     include: ['test/slow/**/*.test.ts'],
     globalSetup: ['test/setup/global.ts'],
+    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
+    tags: needTags,
+    reporters: ['default', './test/setup/needs-reporter.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 300_000,

@@ -18,7 +18,8 @@
  * - the role: PGlite ignores the login user (every session is its superuser), so each turn of a
  *   connection other than the last one's starts with `SET ROLE` to its login user (`RESET ROLE` for
  *   the superuser), and row-level security applies to what it runs; a login user the database does
- *   not have is refused at startup, as a server refuses it;
+ *   not have is refused at startup, as a server refuses it, and so is a database other than the
+ *   one PGlite has (`postgres`);
  * - prepared statements: postgres.js names them at random per connection, so they never collide,
  *   and those of a connection that closes are deallocated;
  * - a connection that closes in the middle of its turn has its transaction rolled back.
@@ -140,23 +141,36 @@ export async function startWireServer(pglite: PGlite, options: WireServerOptions
 
   /** Leaves the backend an idle session for the next connection: no open transaction, extended query or statement of this one. */
   async function release(connection: Connection): Promise<void> {
-    if (holder === connection) {
-      holder = undefined;
-      await raw(SYNC, () => {});
-      await pglite.exec('rollback');
+    try {
+      if (holder === connection) {
+        holder = undefined;
+        await raw(SYNC, () => {});
+        await pglite.exec('rollback');
+      }
+      // A name is noted when its Parse is sent, and a Parse that failed prepared nothing: no such statement is fine.
+      for (const name of connection.statements) await pglite.exec(`deallocate ${quoteIdent(name)}`).catch(() => {});
+    } finally {
+      if (current === connection) current = undefined;
+      open.delete(connection);
     }
-    for (const name of connection.statements) await pglite.exec(`deallocate ${quoteIdent(name)}`);
-    if (current === connection) current = undefined;
-    open.delete(connection);
   }
 
   async function startup(connection: Connection, message: Buffer): Promise<void> {
     const params = message.subarray(8).toString('utf8').split('\0');
-    const userAt = params.findIndex((param, at) => at % 2 === 0 && param === 'user');
-    const role = (userAt >= 0 && params[userAt + 1]) || SUPERUSER;
-    const known = await pglite.query<{ found: boolean }>('select exists (select from pg_roles where rolname = $1) as found', [role]);
-    if (!known.rows[0]?.found) {
-      connection.socket.end(errorResponse('FATAL', '28000', `role "${role}" does not exist`));
+    const param = (name: string) => {
+      const at = params.findIndex((value, index) => index % 2 === 0 && value === name);
+      return at >= 0 ? params[at + 1] : undefined;
+    };
+    const role = param('user') || SUPERUSER;
+    const database = param('database') || role;
+    const { rows } = await pglite.query<{ role: boolean; database: boolean }>(
+      'select exists (select from pg_roles where rolname = $1) as role, exists (select from pg_database where datname = $2 and datallowconn) as database',
+      [role, database],
+    );
+    // PGlite has one database and answers whatever a client names: refused here, as a server refuses it.
+    const refusal = !rows[0]?.role ? ['28000', `role "${role}" does not exist`] : !rows[0].database ? ['3D000', `database "${database}" does not exist`] : undefined;
+    if (refusal) {
+      connection.socket.end(errorResponse('FATAL', refusal[0]!, refusal[1]!));
       return;
     }
     connection.role = role;

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 const FACTS = '/v1/memory/facts';
 
@@ -145,7 +146,7 @@ describe('Idempotency-Key', () => {
    * record meets the first one's, so its write is undone and the first response replayed, never
    * a second fact. Staged by holding the "first" record in an open transaction of the owner.
    */
-  it('replays, writing nothing, when the first request commits while a retry runs', async () => {
+  it('replays, writing nothing, when the first request commits while a retry runs', needs('postgres-server'), async () => {
     const { tenantId, admin: token } = await api.newTenant('idem-commit-race');
     const body = note('raced');
     // The request hash covers method, path, caller and body, not the key: a record for the

@@ -12,6 +12,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { scrape, samplesOf, valueOf } from '../helpers/metrics.ts';
+import { needs } from '../helpers/needs.ts';
 import { freePort } from '../helpers/process.ts';
 import { eventually, sleep } from '../helpers/wait.ts';
 
@@ -83,7 +84,8 @@ describe('GET /metrics on the API', () => {
     expect(Object.keys(spec.body.paths).length).toBeGreaterThan(5);
   });
 
-  it('shows tenant transactions holding the pool, and those waiting beyond its size', async () => {
+  // Five transactions open at once: one PGlite runs one at a time (src/embedded/wire-server.ts).
+  it('shows tenant transactions holding the pool, and those waiting beyond its size', needs('postgres-server'), async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let started = 0;

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import postgres, { type Sql } from 'postgres';
 import { inject } from 'vitest';
 import { connect, type Database } from '../../src/db/client.ts';
@@ -27,6 +28,7 @@ export const appLogin = () => ({ user: testAppRole(inject('runId')), password: T
 /** An empty database (no migrations), for tests of the migrations themselves. */
 export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }> {
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
+  if (inject('postgres') === 'embedded') return startEmbeddedDatabase();
   const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
   await maintenance.unsafe(`create database "${name}"`);
   await maintenance.end();
@@ -46,6 +48,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const citusNodes = inject('citusNodes');
   if (citusNodes) return createDistributedTestDatabase(citusNodes, name);
+  if (inject('postgres') === 'embedded') return openTestDatabase(await loadEmbeddedDatabase());
   const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
   try {
     // Copying a template fails while another session is briefly connected to it; retry.
@@ -88,6 +91,33 @@ async function createDistributedTestDatabase(nodes: CitusNodes, name: string): P
   const { createCitusDatabase } = await import('../citus/helpers/cluster.ts');
   const database = await createCitusDatabase(nodes, name, appLogin());
   return openTestDatabase(database);
+}
+
+/**
+ * Under an embedded run (test/setup/global.ts): a PGlite of this file's own, loaded from the run's
+ * migrated dump and served on a loopback port by the product's wire server, so the test's owner
+ * and app connections, and the processes it starts, reach it by URL as they reach a server.
+ */
+async function loadEmbeddedDatabase() {
+  return startEmbeddedDatabase(new Blob([await readFile(inject('templateDatabase'))]));
+}
+
+/** A PGlite served on a loopback port: from a dump, or empty (no migrations) without one. */
+async function startEmbeddedDatabase(dump?: Blob) {
+  const [{ createPGlite }, { startWireServer }] = await Promise.all([import('../../src/embedded/pglite.ts'), import('../../src/embedded/wire-server.ts')]);
+  const pglite = await createPGlite(dump ? { loadDataDir: dump } : {});
+  const server = await startWireServer(pglite);
+  const at = `postgres://postgres@127.0.0.1:${server.port}/postgres`;
+  return {
+    // PGlite's one database: what current_database() says, and what the app group is named after.
+    name: 'postgres',
+    adminUrl: at,
+    appUrl: databaseUrl(at, 'postgres', appLogin()),
+    drop: async () => {
+      await server.close();
+      await pglite.close();
+    },
+  };
 }
 
 /** Connections to a database made and migrated elsewhere, as createTestDatabase gives them. */

@@ -25,6 +25,7 @@ import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort, projectRoot, runProcess } from '../helpers/process.ts';
+import { needs } from '../helpers/needs.ts';
 
 const STATEMENT_TIMEOUT_MS = 400;
 
@@ -103,7 +104,7 @@ describe('the API when the database cannot serve', () => {
     expect(JSON.parse(text)).toEqual({ error: { code: 'unavailable', message: 'The database is unavailable; retry shortly', requestId: 'req-down' } });
   });
 
-  it('a transaction the server rolled back for a deadlock is a retryable 503, not a bug', async () => {
+  it('a transaction the server rolled back for a deadlock is a retryable 503, not a bug', needs('postgres-server'), async () => {
     // Two real transactions of the app role locking the same two rows in opposite orders.
     const tenantId = uniqueTenant('deadlock');
     const token = await tokenFor({ tid: tenantId, role: 'admin' });
@@ -141,7 +142,7 @@ describe('the API when the database cannot serve', () => {
     expect(answer.ms).toBeLessThan(2500);
   }, 15_000);
 
-  it('a statement stalled past the statement timeout is cancelled by the server and answers 503', async () => {
+  it('a statement stalled past the statement timeout is cancelled by the server and answers 503', needs('postgres-server'), async () => {
     const tenantId = uniqueTenant('stall');
     const token = await tokenFor({ tid: tenantId, role: 'admin' });
     const created = await post(bounded, token, '/v1/memory/facts', { type: 'acme.note', content: { text: 'locked by an operator' } });

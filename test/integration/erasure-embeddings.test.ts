@@ -25,6 +25,7 @@ import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin-1', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 const person = (id: string): ErasureTarget => ({ kind: 'participant', id });
@@ -99,7 +100,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
     expect(await contentLeft(tenantId)).toEqual({ facts: 0, revisions: 0 });
   });
 
-  it('a store not yet committed when the erasure starts: the erasure waits for it, then deletes its vector', async () => {
+  it('a store not yet committed when the erasure starts: the erasure waits for it, then deletes its vector', needs('postgres-server'), async () => {
     const tenantId = uniqueTenant('store-then-erase');
     const fact = await insertFact(t.app.db, tenantId, { projectId: 'p1', participantId: 'end-9' });
     const erasureId = await erase(tenantId, person('end-9'));
@@ -123,7 +124,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
     expect(await erasureRow(erasureId)).toMatchObject({ status: 'completed', facts_erased: 1, embeddings_deleted: 1 });
   });
 
-  it('a store waiting while the fact is being deleted stores nothing once the delete commits', async () => {
+  it('a store waiting while the fact is being deleted stores nothing once the delete commits', needs('postgres-server'), async () => {
     const tenantId = uniqueTenant('delete-then-store');
     const fact = await insertFact(t.app.db, tenantId, { projectId: 'p1' });
     let release!: () => void;
@@ -179,7 +180,7 @@ describe('vectors never outlive erased, deleted or purged content', () => {
     expect(fact.id).toBe(pending[0]!.id);
   });
 
-  it('a write naming the person, still open when the erasure starts, is erased too', async () => {
+  it('a write naming the person, still open when the erasure starts, is erased too', needs('postgres-server'), async () => {
     const tenantId = uniqueTenant('write-window');
     // Known before (a tenant's very first write would hold its registration row, and the erasure
     // request would wait on that instead).

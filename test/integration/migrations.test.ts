@@ -9,6 +9,7 @@ import { assertRestrictedRole } from '../../src/db/client.ts';
 import { migrate, migrationsFolder } from '../../src/db/migrate.ts';
 import { appLogin, createEmptyDatabase } from '../helpers/database.ts';
 import { databaseUrl, TEST_APP_PASSWORD } from '../helpers/urls.ts';
+import { needs } from '../helpers/needs.ts';
 
 const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] };
 const migrationCount = journal.entries.length;
@@ -75,7 +76,7 @@ describe('migrations', () => {
     expect(await schemaFingerprint(sql)).toBe(before);
   });
 
-  it('apply exactly once when several nodes migrate at the same time', async () => {
+  it('apply exactly once when several nodes migrate at the same time', needs('postgres-server'), async () => {
     const fresh = await createEmptyDatabase();
     try {
       const results = await Promise.all(
@@ -157,7 +158,7 @@ function loginOfRun(suffix: string, adminUrl: string, database: string) {
   return { user, url: databaseUrl(adminUrl, database, { user, password: TEST_APP_PASSWORD }) };
 }
 
-describe('app groups per database', () => {
+describe('app groups per database', needs('postgres-server'), () => {
   it("keep a second database's app role out of the first database's tables", async () => {
     const first = await createEmptyDatabase();
     const second = await createEmptyDatabase();

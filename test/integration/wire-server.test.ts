@@ -91,9 +91,12 @@ describe('the wire server in front of PGlite', () => {
     expect(row).toEqual({ label: 'changed' });
   });
 
-  it('refuses a login role the database does not have, as a server does', async () => {
+  it('refuses a login role or a database it does not have, as a server does', async () => {
     const stranger = client('nobody-here', 1);
     await expect(stranger`select 1`).rejects.toThrow('role "nobody-here" does not exist');
+    const elsewhere = postgres({ host: '127.0.0.1', port: server.port!, user: 'postgres', database: 'no_such_database', max: 1 });
+    clients.push(elsewhere);
+    await expect(elsewhere`select 1`).rejects.toThrow('database "no_such_database" does not exist');
   });
 
   it('rolls back what a connection left open when it goes away, and the others carry on', async () => {
@@ -118,5 +121,24 @@ describe('the wire server in front of PGlite', () => {
     await sleep(100);
     const after = Number((await pglite.query<{ n: number }>('select count(*)::int as n from pg_prepared_statements')).rows[0]!.n);
     expect(after).toBe(before);
+  });
+
+  it('lets a connection go whose statements failed to prepare, so closing the server does not wait for it forever', async () => {
+    // A Parse that fails prepares nothing; cleaning up after the connection must not stop at the missing statement.
+    const other = await createPGlite();
+    await other.exec(`create table kept (a int, twice int generated always as (a * 2) stored)`);
+    const ownServer = await startWireServer(other);
+    try {
+      const sql = postgres({ host: '127.0.0.1', port: ownServer.port!, user: 'postgres', database: 'postgres', max: 1, onnotice: () => {} });
+      await expect(sql`update kept set twice = ${3}`).rejects.toThrow(/can only be updated to DEFAULT/);
+      await expect(sql.unsafe('select nope from kept', [], { prepare: true })).rejects.toThrow(/column "nope" does not exist/);
+      expect(await sql`select 1 as one`).toEqual([{ one: 1 }]);
+      await sql.end();
+      const closed = ownServer.close().then(() => 'closed');
+      expect(await Promise.race([closed, sleep(5_000).then(() => 'still waiting')])).toBe('closed');
+      expect(ownServer.connections()).toBe(0);
+    } finally {
+      await other.close();
+    }
   });
 });

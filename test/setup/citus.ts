@@ -23,6 +23,7 @@ export default async function setup(project: TestProject) {
   console.log(
     `Citus cluster up in ${((performance.now() - started) / 1000).toFixed(1)} s: coordinator :${cluster.coordinator.port}, workers ${cluster.workers.map((w) => `:${w.port}`).join(', ')}`,
   );
+  project.provide('postgres', 'server');
   project.provide('adminUrl', cluster.coordinator.adminUrl);
   project.provide('redisUrl', redisUrl);
   project.provide('templateDatabase', '');
