@@ -119,7 +119,10 @@ export async function calibrate(serverUrl: string, provider: EmbeddingProvider, 
   return { weights: CALIBRATION_WEIGHTS, collections, ...chooseSemanticWeight(CALIBRATION_WEIGHTS, collections) };
 }
 
-/** The table `docs/decisions.md` records: nDCG@10 per collection for each weight, and each weight's worst gap. */
+/**
+ * The table docs/decisions/0052-fusion-weights-per-model.md records: nDCG@10 per collection for each
+ * weight, and each weight's worst gap.
+ */
 export function calibrationTable({ weights, collections }: Pick<Calibration, 'weights' | 'collections'>): string {
   const header = ['semantic weight', ...collections.map((c) => c.name), 'mean', 'worst vs better single'];
   const rows = [

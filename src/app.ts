@@ -29,7 +29,7 @@ import type { QueryEmbedder } from './memory/retrieve.ts';
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 /**
  * The batch write's limit: 1,000 facts of 16 KiB serialized on average (a fact's content may
- * reach 64 KiB, but a batch of those is better sent as several). docs/decisions.md, "Bulk writes".
+ * reach 64 KiB, but a batch of those is better sent as several). docs/decisions/0039-batch-writes.md.
  */
 export const BATCH_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 

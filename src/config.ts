@@ -32,7 +32,10 @@ const url = (protocols: readonly string[]) =>
 const optionalUrl = (protocols: readonly string[]) =>
   z.preprocess((value) => (value === '' ? undefined : value), url(protocols).optional());
 
-/** The route classes that have rate limits of their own (src/http/rate-limit.ts; docs/decisions.md, "Rate limits"). */
+/**
+ * The route classes that have rate limits of their own (src/http/rate-limit.ts;
+ * docs/decisions/0082-rate-limit-classes.md).
+ */
 export const rateLimitClasses = ['writes', 'searches', 'reports', 'reads'] as const;
 export type RateLimitClass = (typeof rateLimitClasses)[number];
 
@@ -237,7 +240,7 @@ export const environmentVariables: readonly string[] = Object.keys(environmentSc
 
 /**
  * Where the data lives (DESIGN §1): a PostgreSQL server (DATABASE_URL: the app role's connection,
- * not the tables' owner; see docs/decisions.md), or, with DATABASE_URL unset, the embedded
+ * not the tables' owner; see docs/decisions/0006-restricted-app-role.md), or, with DATABASE_URL unset, the embedded
  * PostgreSQL in this process, in `dataDir` (MNEMO_DATA_DIR, default ./.mnemo; src/embedded/).
  * `readUrl` (DATABASE_READ_URL, the API only): a streaming replica that lists, searches and
  * reports read from (docs/operations.md, "Read replicas").

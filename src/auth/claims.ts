@@ -16,7 +16,7 @@ const grantsSchema = z
   .default({ read: [], write: [] });
 
 /**
- * Where the MCP tools remember and recall for this token (docs/decisions.md, "MCP tools"): scope
+ * Where the MCP tools remember and recall for this token (docs/decisions/0090-mcp-remember-and-retrieve.md): scope
  * keys as a fact's scope has them. An app that mints a token for an agent talking to one end
  * user puts that conversation here; the model's arguments never choose a scope.
  */

@@ -38,7 +38,7 @@ export type TokenVerifier = (authorization: string | undefined) => Promise<Princ
 /**
  * Tokens verified lately, by the SHA-256 of their text: an agent sends the same token with every
  * request, and verifying it again (HS256 through WebCrypto, the key imported each time) cost
- * ~1.1 ms of a ~4 ms write at 8 clients (docs/decisions.md, "Single writes"). An entry is used
+ * ~1.1 ms of a ~4 ms write at 8 clients (docs/decisions/0040-single-write-round-trips.md). An entry is used
  * only while the token's own `exp` has not passed (jose's 30 s tolerance is not extended to the
  * cache), so nothing is accepted that a fresh check would refuse — tokens are not revocable in
  * Mnemo either way. Bounded: the oldest entries go first.

@@ -40,7 +40,7 @@ export function createEmbeddingProviders(
 
 /**
  * The semantic list's weight in `both` for models Mnemo has measured (DESIGN §5; the sweep is in
- * docs/decisions.md, "Fusion weights per model", and `npm run bench -- --calibrate` repeats it for
+ * docs/decisions/0052-fusion-weights-per-model.md, and `npm run bench -- --calibrate` repeats it for
  * any model). USE lite is a small model: at equal weights it drags the keyword list down on every
  * classic collection measured.
  */

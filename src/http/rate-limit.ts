@@ -2,7 +2,7 @@
  * Rate limits (DESIGN §7): each route class (`writes`, `searches`, `reports`, `reads`; which
  * routes fall in which: `routeClass`) has two fixed one-minute windows, one per caller (tenant +
  * token `sub`) and one per tenant (all its callers together), counted in Redis so that every API
- * node shares them. docs/decisions.md, "Rate limits", says why these classes and defaults.
+ * node shares them. docs/decisions/0082-rate-limit-classes.md says why these classes and defaults.
  *
  * Redis away never stops the API: each limit has a twin in this node's memory that takes over
  * (the `mnemo_rate_limit_fallback` gauge is 1 meanwhile), so each node then allows the whole

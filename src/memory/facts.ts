@@ -375,8 +375,8 @@ export async function writeFact(caller: Caller, body: WriteFactBody, options: Wr
 }
 
 /**
- * Writes new facts all or nothing, in one transaction (DESIGN §4, "Bulk writes" in
- * docs/decisions.md): every item is checked first, and the first refused item refuses the batch
+ * Writes new facts all or nothing, in one transaction (DESIGN §4;
+ * docs/decisions/0039-batch-writes.md): every item is checked first, and the first refused item refuses the batch
  * with an error naming it (`facts.N`), so a client fixes it and retries the batch as it was.
  */
 export async function writeFacts(caller: Caller, bodies: readonly WriteFactBody[], options: WriteOptions = {}): Promise<Fact[]> {

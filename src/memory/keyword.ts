@@ -1,6 +1,7 @@
 /**
  * Keyword search ranked by BM25 (DESIGN §5), at a cost that does not grow with the tenant
- * (issue 12; docs/decisions.md "Keyword at scale").
+ * (issue 12; docs/decisions/0044-keyword-term-statistics.md,
+ * docs/decisions/0045-keyword-maxscore-top-k.md).
  *
  * - A fact matches when it has ANY of the query's lexemes (quoted phrases and `-word` honoured,
  *   see search-query.ts); matches come from the GIN index on (tenant_id, search_vector).
@@ -36,7 +37,7 @@ export const BM25 = { k1: 1.2, b: 0.6 } as const;
  * Documents holding the essential lexemes in the first round, how much that grows in each further
  * round, and the most a search reads: the answer of the round whose budget reaches `max` is
  * returned even if not proven exact (measured in
- * bench/keyword-scale.ts: see docs/decisions.md "Keyword at scale").
+ * bench/keyword-scale.ts: see docs/decisions/0045-keyword-maxscore-top-k.md).
  */
 export const CANDIDATES = { first: 2000, growth: 8, max: 16_000 } as const;
 

@@ -6,7 +6,7 @@
  *
  * What they reveal, inside one tenant only: how many of the tenant's live facts hold a lexeme,
  * how many there are and how long they are, counting facts the reader may not see. Never their
- * content, ids or scopes (docs/decisions.md "Keyword at scale").
+ * content, ids or scopes (docs/decisions/0044-keyword-term-statistics.md).
  */
 import { sql } from 'drizzle-orm';
 import type { Tx } from '../db/client.ts';

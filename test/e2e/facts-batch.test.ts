@@ -1,5 +1,5 @@
 /**
- * `POST /v1/memory/facts:batch` over real HTTP (docs/decisions.md, "Bulk writes"): up to 1,000
+ * `POST /v1/memory/facts:batch` over real HTTP (docs/decisions/0039-batch-writes.md): up to 1,000
  * facts written all or nothing in one transaction; a refused item refuses the batch and the error
  * names it; one Idempotency-Key covers the batch; bodies up to 16 MiB; the facts get vectors.
  * Rows are counted behind the API's back with the owner connection.

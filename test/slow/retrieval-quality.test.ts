@@ -162,7 +162,7 @@ describe('retrieval quality on med and filtered vector search (real model, real 
     const { keyword, semantic, both } = await ndcgFigures();
     // Issue 12's bar (DESIGN §5, fusion weights per model). With equal weights this small model
     // cost 0.025 on med and 0.1 on cranfield and cacm; the weight was chosen by
-    // `npm run bench -- --calibrate` (docs/decisions.md, "Fusion weights per model").
+    // `npm run bench -- --calibrate` (docs/decisions/0052-fusion-weights-per-model.md).
     const { journal } = await retrieve({ db: t.app.db, principal: tenants.med, embedder: embedderFor(provider) }, { query: med.queries[0]!.text });
     expect(journal.weights).toEqual({ keyword: 1, semantic: MEASURED_SEMANTIC_WEIGHTS[LOCAL_MODEL] });
     expect(both).toBeGreaterThanOrEqual(Math.max(keyword, semantic) - 0.02);
