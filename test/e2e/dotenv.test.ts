@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort, projectRoot } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
+import { needs } from '../helpers/needs.ts';
 
 /** `node --import tsx` as `npm start` runs it, with tsx found from the project, not the working directory. */
 const tsx = import.meta.resolve('tsx');
@@ -87,7 +88,7 @@ describe('settings from ./.env', () => {
     await t.drop();
   });
 
-  it('the API, the worker and the CLI started in its directory share its settings; the environment wins over it', async () => {
+  it('the API, the worker and the CLI started in its directory share its settings; the environment wins over it', needs('redis'), async () => {
     // PORT is in .env too: the environment's value is the one used.
     const port = await freePort();
     const api = start('api', [], dir, { PORT: String(port) });

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { checkStreamedReport } from '../helpers/episodes-report.ts';
 import { sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 /** Episodic memory through the API (DESIGN §6): the KiwiFS fields, the report, background reports. */
 describe('episodic memory', () => {
@@ -325,9 +326,9 @@ describe('episodic memory', () => {
       expect(JSON.stringify(response.body.error.details)).toContain(field);
     });
 
-    it('a nightly schedule: admins only, kept in Postgres, fired by a BullMQ job scheduler the reconciler restores', async () => {
+    it('a nightly schedule: admins only, kept in Postgres, fired by a BullMQ job scheduler the reconciler restores', needs('redis'), async () => {
       const { tenantId, admin } = await api.newTenant('nightly');
-      const queue = api.queues!.get(reportQueue.name)!;
+      const queue = api.bullQueues!.get(reportQueue.name)!;
       const member = await tokenFor({ tid: tenantId, sub: 'm-1', role: 'member' });
       expect((await api.request('PUT', '/v1/memory/reports/schedule', { token: member, body: {} })).status).toBe(403);
       expect((await api.request('GET', '/v1/memory/reports/schedule', { token: admin })).status).toBe(404);

@@ -17,6 +17,7 @@ import { withTenant } from '../../src/db/client.ts';
 import { startTestApi, TEST_ERASURE_KEY, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
 import { killProcess, startProcess } from '../helpers/process.ts';
 import { sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 const admin = (tenantId: string) => ({ tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 
@@ -274,7 +275,7 @@ describe('erasure', () => {
     expect(again.status).toBe(400);
   });
 
-  it('a worker killed (SIGKILL) mid-erasure: the next worker finishes it, nothing left over, nothing counted twice', async () => {
+  it('a worker killed (SIGKILL) mid-erasure: the next worker finishes it, nothing left over, nothing counted twice', { ...needs('redis'), timeout: 180_000 }, async () => {
     const { tenantId, admin: token } = await api.newTenant('killed');
     const n = 4000;
     await api.db.admin.begin(async (sql) => {
@@ -337,5 +338,5 @@ describe('erasure', () => {
       await closeQueues(queues);
       await redis.quit();
     }
-  }, 180_000);
+  });
 });

@@ -10,6 +10,7 @@ import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { needs } from '../helpers/needs.ts';
 
 describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {
   const MODEL = 'nomic-embed-text';
@@ -56,7 +57,7 @@ describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {
     return { status: response.status, body: (await response.json()) as any };
   };
 
-  it('fuses with the configured weight, and says so', async () => {
+  it('fuses with the configured weight, and says so', needs('redis'), async () => {
     const { status, body } = await post('/v1/memory/retrieve', { query: 'dishwasher' });
     expect(status).toBe(200);
     expect(body.journal).toMatchObject({ mode: 'both', embeddingModel: MODEL, weights: { keyword: 1, semantic: 0.3 } });
@@ -65,7 +66,7 @@ describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {
     expect(body.results[0].score).toBe(1 / 61);
   });
 
-  it("lets a request's weights win, each on its own", async () => {
+  it("lets a request's weights win, each on its own", needs('redis'), async () => {
     const both = await post('/v1/memory/retrieve', { query: 'dishwasher', weights: { keyword: 2, semantic: 1 } });
     expect(both.body.journal.weights).toEqual({ keyword: 2, semantic: 1 });
     expect(both.body.results[0].score).toBe(2 / 61);

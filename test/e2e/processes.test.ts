@@ -6,6 +6,7 @@ import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { freePort, runProcess, startProcess } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
 import { sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 const secret = 'e2e-secret-that-is-at-least-32-bytes-long';
 
@@ -29,7 +30,7 @@ describe('processes as operators run them', () => {
     await t.drop();
   });
 
-  it('npm start: answers /healthz and /readyz, then stops cleanly on SIGTERM', async () => {
+  it('npm start: answers /healthz and /readyz, then stops cleanly on SIGTERM', needs('redis'), async () => {
     const port = await freePort();
     const api = startProcess('src/server.ts', [], { ...env, PORT: String(port) });
     try {
@@ -93,7 +94,7 @@ describe('processes as operators run them', () => {
     expect(result.stderr).toMatch(/^mnemo api: DATABASE_URL connects as ".+", which is a superuser/);
   });
 
-  it('npm run worker: starts, logs its queues, exits cleanly on SIGTERM', async () => {
+  it('npm run worker: starts, logs its queues, exits cleanly on SIGTERM', needs('redis'), async () => {
     const worker = startProcess('workers/index.ts', [], env);
     try {
       await worker.waitFor('"worker started"');
@@ -113,7 +114,7 @@ describe('processes as operators run them', () => {
     if (code !== 0) expect(worker.child.signalCode, output).toBe('SIGTERM');
   });
 
-  it('npm run worker: its retention pass at start expires a due fact and, with no grace, purges its content', async () => {
+  it('npm run worker: its retention pass at start expires a due fact and, with no grace, purges its content', needs('redis'), async () => {
     const tenantId = uniqueTenant('retention');
     const due = await insertFact(t.app.db, tenantId, { expiresAt: new Date(Date.now() - 60_000) });
     const kept = await insertFact(t.app.db, tenantId, { expiresAt: new Date(Date.now() - 60_000), legalHold: true });

@@ -21,6 +21,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { deleteKeysUnder } from '../helpers/redis.ts';
 import { sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 const off: RateLimits = { writes: undefined, searches: undefined, reports: undefined, reads: undefined };
 const logger = createLogger('error', {});
@@ -200,7 +201,7 @@ describe('rate limits', () => {
     expect(list.body.data.map((fact: { content: { text: string } }) => fact.content.text).sort()).toEqual(['one', 'two']);
   });
 
-  it('per caller, then per tenant: a caller over its limit leaves the others theirs until the tenant is used up', async () => {
+  it('per caller, then per tenant: a caller over its limit leaves the others theirs until the tenant is used up', needs('redis'), async () => {
     const call = node({ searches: { perCaller: 2, perTenant: 3 } }, { keyPrefix: deployment() });
     const tenantId = uniqueTenant('rl-scope');
     const [a, b, c] = await Promise.all(['a', 'b', 'c'].map((sub) => tokenFor({ tid: tenantId, sub })));
@@ -242,7 +243,7 @@ describe('rate limits', () => {
     expect(limitHeaders(fromB.headers)).toMatchObject({ limit: '6', remaining: '2' });
   });
 
-  it('two nodes on one Redis share every limit: a caller and a tenant over it are refused on both', async () => {
+  it('two nodes on one Redis share every limit: a caller and a tenant over it are refused on both', needs('redis'), async () => {
     const prefix = deployment();
     const nodeA = node({ writes: { perCaller: 3, perTenant: 4 } }, { keyPrefix: prefix });
     const nodeB = node({ writes: { perCaller: 3, perTenant: 4 } }, { keyPrefix: prefix });

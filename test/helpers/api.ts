@@ -12,7 +12,8 @@ import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/emb
 import type { RateLimiter } from '../../src/http/rate-limit.ts';
 import type { ReadRouting } from '../../src/http/read-routing.ts';
 import { createDispatcher } from '../../src/jobs/dispatcher.ts';
-import { type BullQueues, closeQueues, createQueues, queueDefinitions } from '../../src/jobs/queues.ts';
+import { startInProcessJobs } from '../../src/jobs/in-process.ts';
+import { type BullQueues, closeQueues, createQueues, type Queues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
 import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/fact-vectors.ts';
 import { createHandlerRegistry } from '../../workers/registry.ts';
@@ -72,7 +73,10 @@ export interface TestEmbeddings {
   /** The real local model behind an OpenAI-compatible endpoint. */
   server: LocalEmbeddingsServer;
   providers: EmbeddingProviders;
-  queues: BullQueues;
+  /** BullMQ's queues, or the in-process ones when the run has no Redis. */
+  queues: Queues;
+  /** BullMQ's queues: only when the run has a Redis. */
+  bullQueues?: BullQueues;
   prefix: string;
   /** Resolves once every live fact of the tenant has a current vector of the serving model. */
   settled(tenantId: string, timeoutMs?: number): Promise<void>;
@@ -84,7 +88,9 @@ export interface TestApi {
   /** Present with `startTestApi({ embeddings: true })`: an in-process worker embeds what is written. */
   embeddings?: TestEmbeddings;
   /** Present with `worker` or `embeddings`: the queues the in-process worker takes jobs from. */
-  queues?: BullQueues;
+  queues?: Queues;
+  /** BullMQ's queues, for what only they offer (job schedulers, counts): only when the run has a Redis. */
+  bullQueues?: BullQueues;
   /** What the app logged (JSON lines), for tests of what is logged. */
   logs: string[];
   /** A fresh tenant and an admin token for it. */
@@ -114,7 +120,8 @@ export async function startTestApi(
   } = {},
 ): Promise<TestApi> {
   const db = options.database ?? (await createTestDatabase());
-  const redis = createRedis(inject('redisUrl'), 'producer');
+  // Without a Redis the jobs run in-process, as `npm start` runs them with no REDIS_URL.
+  const redis = inject('redisUrl') ? createRedis(inject('redisUrl'), 'producer') : undefined;
   const logs: string[] = [];
   const logger = createLogger('info', {}, (line) => logs.push(line));
   const jobs = options.embeddings || options.worker ? await startJobs(db, logger, { embeddings: options.embeddings ?? false, embedBatch: options.embedBatch ?? 64, aliases: options.embeddingAliases ?? [] }) : undefined;
@@ -127,7 +134,11 @@ export async function startTestApi(
     erasureKey: TEST_ERASURE_KEY,
     db: db.app.db,
     verifyToken: createTokenVerifier({ jwtSecret: TEST_SECRET, jwksUrl: undefined, issuer: undefined, audience: undefined }),
-    readiness: { accepting: () => true, checks: { postgres: () => db.app.sql`select 1`, redis: () => redis.ping() }, degradable: ['redis'] },
+    readiness: {
+      accepting: () => true,
+      checks: { postgres: () => db.app.sql`select 1`, ...(redis ? { redis: () => redis.ping() } : {}) },
+      degradable: ['redis'],
+    },
     rateLimiter: options.rateLimiter,
     mcp: { ...DEFAULT_REMEMBER_SETTINGS, ...options.mcp },
     reads: options.reads && (await options.reads(db)),
@@ -143,6 +154,7 @@ export async function startTestApi(
     logs,
     ...(embeddings ? { embeddings: embeddings.test } : {}),
     ...(jobs ? { queues: jobs.queues } : {}),
+    ...(jobs?.bullQueues ? { bullQueues: jobs.bullQueues } : {}),
     async newTenant(label = 'tenant') {
       const tenantId = uniqueTenant(label);
       return { tenantId, admin: await tokenFor({ tid: tenantId, sub: 'admin-1', role: 'admin' }) };
@@ -169,14 +181,15 @@ export async function startTestApi(
       if ('closeAllConnections' in server) server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await jobs?.stop();
-      await redis.quit();
+      await redis?.quit();
       await db.drop();
     },
   };
 }
 
 /**
- * An in-process worker over real Redis (every queue, under a prefix of its own) and the API's
+ * The jobs of the test API: BullMQ workers in this process over the run's Redis (every queue, under a
+ * prefix of its own), or without a Redis the in-process transport, and the API's
  * producer handles; with `embeddings`, the local model and the API's embedding services too.
  * `embedBatch` is the facts per call to the model in embed and backfill jobs; `aliases` are more
  * model names the local server answers to (it refuses any other).
@@ -187,18 +200,9 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
     ? createEmbeddingProviders({ kind: 'openai-compat', url: server.url, model: server.model, apiKey: undefined, batchSize: options.embedBatch })
     : undefined;
   const prefix = `mnemo-test-${randomBytes(4).toString('hex')}`;
-  const producer = createRedis(inject('redisUrl'), 'producer');
-  const connection = createRedis(inject('redisUrl'), 'worker');
-  const queues = createQueues(producer, queueDefinitions, prefix);
   if (providers) await ensureConfiguredModel(db.app.db, providers.configured);
-  const workers = startWorkers({
-    definitions: queueDefinitions,
-    registry: createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch: options.embedBatch }),
-    connection,
-    prefix,
-    db: db.app.db,
-    logger,
-  });
+  const transport = inject('redisUrl') ? startBullJobs(db, logger, providers, options.embedBatch, prefix) : startInProcess(db, logger, providers, options.embedBatch);
+  const queues = transport.queues;
   const embeddings =
     server && providers
       ? {
@@ -210,6 +214,7 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
             server,
             providers,
             queues,
+            ...(transport.bullQueues ? { bullQueues: transport.bullQueues } : {}),
             prefix,
             async settled(tenantId, timeoutMs = 30_000) {
               const started = Date.now();
@@ -226,13 +231,52 @@ async function startJobs(db: TestDatabase, logger: Logger, options: { embeddings
       : undefined;
   return {
     queues,
+    bullQueues: transport.bullQueues,
     embeddings,
+    async stop() {
+      await transport.stop();
+      await server?.close();
+    },
+  };
+}
+
+/** Every queue in BullMQ on the run's Redis, under a prefix of its own, with workers in this process. */
+function startBullJobs(db: TestDatabase, logger: Logger, providers: EmbeddingProviders | undefined, embedBatch: number, prefix: string) {
+  const producer = createRedis(inject('redisUrl'), 'producer');
+  const connection = createRedis(inject('redisUrl'), 'worker');
+  const queues = createQueues(producer, queueDefinitions, prefix);
+  const workers = startWorkers({
+    definitions: queueDefinitions,
+    registry: createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch }),
+    connection,
+    prefix,
+    db: db.app.db,
+    logger,
+  });
+  return {
+    queues: queues as Queues,
+    bullQueues: queues as BullQueues | undefined,
     async stop() {
       await Promise.all(workers.map((w) => w.close()));
       await Promise.all([...queues.values()].map((q) => q.obliterate({ force: true })));
       await closeQueues(queues);
       await Promise.all([producer.quit(), connection.quit()]);
-      await server?.close();
     },
   };
+}
+
+/**
+ * No Redis: the product's in-process transport (src/jobs/in-process.ts) over the file's database.
+ * Its reconcile and retention passes run once at start and then hourly, beyond any test's length.
+ */
+function startInProcess(db: TestDatabase, logger: Logger, providers: EmbeddingProviders | undefined, embedBatch: number) {
+  const jobs = startInProcessJobs({
+    definitions: queueDefinitions,
+    registry: (queues) => createHandlerRegistry({ db: db.app.db, queues, providers, embedBatch }),
+    db: db.app.db,
+    logger,
+    reconcileEveryMs: 3_600_000,
+    retentionEveryMs: 3_600_000,
+  });
+  return { queues: jobs.queues, bullQueues: undefined as BullQueues | undefined, stop: () => jobs.close() };
 }

@@ -13,6 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { needs } from './needs.ts';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { reembedJobId, scheduleBackfill, scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
 import { reembedQueue } from '../../src/jobs/queues.ts';
@@ -60,7 +61,8 @@ export interface ModelSwitchSize {
 }
 
 export function describeModelSwitch({ facts: FACTS, embedBatch }: ModelSwitchSize): void {
-  describe(`A model switch with ${FACTS.toLocaleString('en')} facts`, () => {
+  // The CLI's processes queue the backfill for the test's worker in BullMQ, and the test reads its job's state there.
+  describe(`A model switch with ${FACTS.toLocaleString('en')} facts`, needs('redis'), () => {
     let api: TestApi;
     let tenantId: string;
     let admin: string;
@@ -84,7 +86,7 @@ export function describeModelSwitch({ facts: FACTS, embedBatch }: ModelSwitchSiz
 
     /** Resolves once the backfill job of `model` has finished (it is removed on completion). */
     const backfillFinished = async (model: string, timeoutMs = 60_000) => {
-      const queue = api.embeddings!.queues.get(reembedQueue.name)!;
+      const queue = api.embeddings!.bullQueues!.get(reembedQueue.name)!;
       const started = Date.now();
       for (;;) {
         const job = await queue.getJob(reembedJobId(model));
@@ -166,7 +168,7 @@ export function describeModelSwitch({ facts: FACTS, embedBatch }: ModelSwitchSiz
 
       const started = performance.now();
       expect(await scheduleBackfill(api.embeddings!.queues, B)).toBe('added');
-      const queue = api.embeddings!.queues.get(reembedQueue.name)!;
+      const queue = api.embeddings!.bullQueues!.get(reembedQueue.name)!;
 
       interface Observation {
         query: string;
@@ -242,7 +244,7 @@ export function describeModelSwitch({ facts: FACTS, embedBatch }: ModelSwitchSiz
       expect(result.stderr).toBe('');
       expect(result).toMatchObject({ code: 0, stdout: `model ${C}: backfilling 0/${FACTS} live facts (0%)\n` });
       expect(await states()).toEqual({ [A]: 'retired', [B]: 'active', [C]: 'backfilling' });
-      expect(await api.embeddings!.queues.get(reembedQueue.name)!.getJob(reembedJobId(C)), 'nothing queued').toBeUndefined();
+      expect(await api.embeddings!.bullQueues!.get(reembedQueue.name)!.getJob(reembedJobId(C)), 'nothing queued').toBeUndefined();
     });
 
     it('mnemo reembed --watch starts the backfill of C, shows progress, and exits once search switched', { timeout: 180_000 }, async () => {

@@ -15,6 +15,7 @@ import { failFastOnPermanent } from '../../workers/embed.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { runProcess, stopProcess, startProcess } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
+import { needs } from '../helpers/needs.ts';
 
 const cosine = (a: readonly number[], b: readonly number[]) => {
   let dot = 0;
@@ -183,7 +184,7 @@ describe('local embeddings server through the OpenAI-compatible provider', () =>
     }
   });
 
-  it('answers to its aliases with the same model, and lists them', async () => {
+  it('answers to its aliases with the same model, and lists them', needs('redis'), async () => {
     const aliased = await startLocalEmbeddingsServer({ port: 0, aliases: ['use-lite-512-b'] });
     try {
       const models = (await (await fetch(`${aliased.url}/models`)).json()) as { data: { id: string }[] };

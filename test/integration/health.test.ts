@@ -7,6 +7,7 @@ import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { freePort } from '../helpers/process.ts';
+import { needs } from '../helpers/needs.ts';
 
 describe('health and readiness', () => {
   let t: TestDatabase;
@@ -44,7 +45,7 @@ describe('health and readiness', () => {
       },
     });
 
-  it('is ready when Postgres and Redis answer', async () => {
+  it('is ready when Postgres and Redis answer', needs('redis'), async () => {
     const response = await appWith(redis).request('/readyz');
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
@@ -64,7 +65,7 @@ describe('health and readiness', () => {
     expect((await app.request('/healthz')).status).toBe(200);
   });
 
-  it('is not ready, with the error envelope, when Postgres does not answer; still healthy', async () => {
+  it('is not ready, with the error envelope, when Postgres does not answer; still healthy', needs('redis'), async () => {
     const app = appWith(redis, true, unreachablePostgres);
     const response = await app.request('/readyz', { headers: { 'X-Request-Id': 'rq-7' } });
     expect(response.status).toBe(503);

@@ -21,6 +21,7 @@ import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { eventually as eventuallyHolds, sleep } from '../helpers/wait.ts';
+import { needs } from '../helpers/needs.ts';
 
 const logger = createLogger('error');
 
@@ -31,7 +32,7 @@ const echoQueue = defineQueue({
   jobOptions: { attempts: 3, backoff: { type: 'fixed', delay: 10 } },
 });
 
-describe('jobs', () => {
+describe('jobs', needs('redis'), () => {
   let t: TestDatabase;
   let producer: Redis;
   let connection: Redis;
@@ -219,7 +220,7 @@ describe('jobs', () => {
  * Embed jobs are per tenant, not per fact: however many writes ask, the endpoint sees batches of
  * KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE, and a request never gets lost in the merge.
  */
-describe('embed jobs', () => {
+describe('embed jobs', needs('redis'), () => {
   const BATCH = 16;
   let t: TestDatabase;
   let fake: FakeEmbeddings;

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { needs } from '../helpers/needs.ts';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import type { Principal } from '../../src/auth/permissions.ts';
@@ -29,7 +30,7 @@ const logger = createLogger('error');
 const metrics = async (): Promise<Sample[]> => parseMetrics(await registry.metrics());
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin-1', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 
-describe('embedding backlog and search by meaning', () => {
+describe('embedding backlog and search by meaning', needs('redis'), () => {
   let t: TestDatabase;
   let fake: FakeEmbeddings;
   let providers: EmbeddingProviders;

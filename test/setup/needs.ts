@@ -34,7 +34,7 @@ export function skippedLine(skipped: readonly { tags: readonly string[] }[]): st
   const parts = (Object.keys(NEEDS) as Need[])
     .filter((need) => counts.has(need))
     .map((need) => `${counts.get(need)} ${plural(counts.get(need)!)} ${NEEDS[need].what}: ${NEEDS[need].remedy}`);
-  if (unexplained > 0) parts.push(`${unexplained} ${unexplained === 1 ? 'test was' : 'tests were'} skipped without saying what they need`);
+  if (unexplained > 0) parts.push(unexplained === 1 ? '1 test was skipped without saying what it needs' : `${unexplained} tests were skipped without saying what they need`);
   return parts.join('; ');
 }
 
