@@ -131,7 +131,7 @@ describe('GET /metrics on the API', () => {
   });
 });
 
-describe("the worker's metrics port", () => {
+describe("the worker's metrics port", needs('redis'), () => {
   let db: TestDatabase;
   let deployment: Deployment;
   let workerMetrics: string;

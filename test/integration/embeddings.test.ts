@@ -164,7 +164,7 @@ describe('local embeddings server through the OpenAI-compatible provider', () =>
     expect(() => failFastOnPermanent(error)).toThrow(expect.objectContaining({ name: 'UnrecoverableError', message: (error as Error).message }));
   });
 
-  it('a worker configured with a model the server does not have says so in its first log lines', { timeout: 60_000 }, async () => {
+  it('a worker configured with a model the server does not have says so in its first log lines', { ...needs('redis'), timeout: 60_000 }, async () => {
     const db = await createTestDatabase();
     const prefix = `mnemo-typo-${db.name}`;
     const worker = startProcess('workers/index.ts', [], {
@@ -184,7 +184,7 @@ describe('local embeddings server through the OpenAI-compatible provider', () =>
     }
   });
 
-  it('answers to its aliases with the same model, and lists them', needs('redis'), async () => {
+  it('answers to its aliases with the same model, and lists them', async () => {
     const aliased = await startLocalEmbeddingsServer({ port: 0, aliases: ['use-lite-512-b'] });
     try {
       const models = (await (await fetch(`${aliased.url}/models`)).json()) as { data: { id: string }[] };
