@@ -102,6 +102,8 @@ settings).
 
 Two more variables are read outside the schema: \`MNEMO_ENV_FILE\` (the settings file, above) and
 \`MNEMO_TOKEN\`, the bearer token \`mnemo import\` and \`mnemo erase\` send when \`--token\` is not given.
+The benchmarks and the test suite read a few of their own (\`MNEMO_IR_DATA\`, for one): see
+[testing](../testing.md).
 `;
 
 /** The reference, from the schema's settings (another list only in the test of its guards). */

@@ -77,16 +77,6 @@ const url = (protocols: readonly string[]) =>
 const optionalUrl = (protocols: readonly string[]) =>
   z.preprocess((value) => (value === '' ? undefined : value), url(protocols).optional());
 
-/** A secret or key: unset when empty, else at least 32 bytes. */
-const key = () =>
-  z.preprocess(
-    (value) => (value === '' ? undefined : value),
-    z
-      .string()
-      .refine((secret) => Buffer.byteLength(secret, 'utf8') >= 32, 'must be at least 32 bytes')
-      .optional(),
-  );
-
 /** The route classes that have rate limits of their own (src/http/rate-limit.ts; docs/decisions.md, "Rate limits"). */
 export const rateLimitClasses = ['writes', 'searches', 'reports', 'reads'] as const;
 export type RateLimitClass = (typeof rateLimitClasses)[number];
@@ -125,6 +115,16 @@ const rateLimitDoc = (routeClass: RateLimitClass, what: string): SettingDoc => (
   meaning: what,
 });
 
+/** A secret or key: unset when empty, else at least 32 bytes. */
+const key = () =>
+  z.preprocess(
+    (value) => (value === '' ? undefined : value),
+    z
+      .string()
+      .refine((secret) => Buffer.byteLength(secret, 'utf8') >= 32, 'must be at least 32 bytes')
+      .optional(),
+  );
+
 const postgresProtocols = ['postgres:', 'postgresql:'] as const;
 const redisProtocols = ['redis:', 'rediss:'] as const;
 const httpUrl = ['http:', 'https:'] as const;
@@ -145,7 +145,7 @@ const environmentSchema = z
         accepts: urlOf(postgresProtocols),
         unset: 'the API runs the embedded PostgreSQL in `MNEMO_DATA_DIR`; the worker and `mnemo reembed` require it',
         meaning:
-          "The PostgreSQL database, as the app's own role: not the tables' owner, not a superuser, no `BYPASSRLS`, and a member of the database's app group `mnemo_app_<database>`; the API and the worker refuse to start as any other role (docs/operations.md, \"Database roles\"). `mnemo migrate` and `mnemo restore` use it when `DATABASE_ADMIN_URL` is unset. With it set, `mnemo token` signs only with `MNEMO_JWT_SECRET`.",
+          "The PostgreSQL database, as the app's own role: not the tables' owner, not a superuser, no `BYPASSRLS`, and a member of the database's app group `mnemo_app_<database>`; the API and the worker refuse to start as any other role ([database roles](production.md#database-roles)). `mnemo migrate` and `mnemo restore` use it when `DATABASE_ADMIN_URL` is unset. With it set, `mnemo token` signs only with `MNEMO_JWT_SECRET`.",
       },
       optionalUrl(postgresProtocols),
     ),
@@ -167,7 +167,7 @@ const environmentSchema = z
         accepts: urlOf(postgresProtocols),
         unset: 'every read goes to `DATABASE_URL`',
         meaning:
-          "A streaming replica of `DATABASE_URL`'s database, as the same app role (checked as the primary's is). Lists, single-fact reads, revisions, retrieve, context and the coverage report read from it, and each caller still reads its own writes (WAL positions, kept in Redis under `<MNEMO_QUEUE_PREFIX>:written:`); it must reach one server, not a balancer over several replicas (docs/operations.md, \"Read replicas\"). Workers and migrations never use it; refused without `DATABASE_URL`.",
+          "A streaming replica of `DATABASE_URL`'s database, as the same app role (checked as the primary's is). Lists, single-fact reads, revisions, retrieve, context and the coverage report read from it, and each caller still reads its own writes (WAL positions, kept in Redis under `<MNEMO_QUEUE_PREFIX>:written:`); it must reach one server, not a balancer over several replicas ([read replicas](scaling-and-citus.md#read-replicas)). Workers and migrations never use it; refused without `DATABASE_URL`.",
       },
       optionalUrl(postgresProtocols),
     ),
@@ -225,7 +225,7 @@ const environmentSchema = z
         accepts: 'text of at least 32 bytes (UTF-8)',
         unset: 'embedded: made on the first run, in the data directory (`erasure-key`); on a PostgreSQL server erasure is off, and its requests answer 501 `memory-operation-unsupported`',
         meaning:
-          "The HMAC key erasure records hash a person's or a conversation's id with (DESIGN §10). Set the same key on every API node, and change it only when no erasure is pending or running: writes are checked against the hashes of open erasures, and a hash made with the old key no longer matches.",
+          "The HMAC key erasure records hash a person's or a conversation's id with; a record keeps only that hash (DESIGN §10; [retention and erasure](../guide/retention-and-erasure.md)). Set the same key on every API node, and change it only when no erasure is pending or running: writes are checked against the hashes of open erasures, and a hash made with the old key no longer matches.",
       },
       key(),
     ),
@@ -266,7 +266,7 @@ const environmentSchema = z
         accepts: 'a directory, relative to the working directory or absolute',
         unset: `\`./${DEFAULT_DATA_DIR}\` in the working directory`,
         meaning:
-          "The embedded mode's data: PGlite's files (`pgdata/`), the keys made on the first run (`jwt-secret`, `erasure-key`) and, while a process uses it, a lock file. It is made owner-only (0700), or refused when it is open to others and not this user's to change. `mnemo token` reads the token key there; `mnemo export` exports it.",
+          "The embedded mode's data: PGlite's files (`pgdata/`), the keys made on the first run (`jwt-secret`, `erasure-key`) and, while a process uses it, a lock file: a second process on the same directory is refused. It is made owner-only (0700), or refused when it is open to others and not this user's to change. `mnemo token` reads the token key there; `mnemo export` exports it.",
       },
       optionalText(),
     ),
@@ -275,7 +275,7 @@ const environmentSchema = z
         group: 'Search by meaning',
         readBy: [...jobRunners, 'mnemo reembed'],
         unset: 'keyword search only',
-        meaning: `\`openai-compat\` turns on search by meaning through an OpenAI-compatible embeddings endpoint (\`KINDGI_MEMORY_EMBEDDINGS_URL\`, \`KINDGI_MEMORY_EMBEDDINGS_MODEL\`). \`local\` runs the built-in model (${LOCAL_MODEL}) in the API's own process, with no other server; the jobs then run there too, so the worker refuses it (serve the model with \`mnemo embeddings-server\` and use \`openai-compat\`). \`mnemo reembed\` needs \`openai-compat\`.`,
+        meaning: `\`openai-compat\` turns on search by meaning through an OpenAI-compatible embeddings endpoint (\`KINDGI_MEMORY_EMBEDDINGS_URL\`, \`KINDGI_MEMORY_EMBEDDINGS_MODEL\`). \`local\` runs the built-in model (${LOCAL_MODEL}) in the API's own process, with no other server; the jobs then run there too, so the worker refuses it (serve the model with \`mnemo embeddings-server\` and use \`openai-compat\`). \`mnemo reembed\` needs \`openai-compat\` ([search by meaning](../guide/search.md#turning-on-search-by-meaning)).`,
       },
       z.preprocess(
         (value) => (value === '' ? undefined : value),
@@ -298,7 +298,7 @@ const environmentSchema = z
         readBy: [...jobRunners, 'mnemo reembed'],
         accepts: 'a model name the endpoint serves',
         unset: 'required with `KINDGI_MEMORY_EMBEDDINGS=openai-compat`',
-        meaning: `The model to embed with, e.g. \`nomic-embed-text\` (\`mnemo embeddings-server\` serves \`${LOCAL_MODEL}\` and its \`--alias\` names). A name the endpoint does not have is logged by the worker at startup, and embed jobs then fail for good with that message instead of retrying. Changing it switches models: see README, "Changing the embedding model" (\`mnemo reembed\`).`,
+        meaning: `The model to embed with, e.g. \`nomic-embed-text\` (\`mnemo embeddings-server\` serves \`${LOCAL_MODEL}\` and its \`--alias\` names). A name the endpoint does not have is logged by the worker at startup, and embed jobs then fail for good with that message instead of retrying. Changing it switches models ([changing the embedding model](../guide/search.md#changing-the-embedding-model), \`mnemo reembed\`).`,
       },
       optionalText(),
     ),
@@ -318,7 +318,7 @@ const environmentSchema = z
         readBy: api,
         unset: 'the measured weight of a known model (use-lite-512: 0.075; src/embeddings/registry.ts), else 1',
         meaning:
-          "The configured model's weight in retrieval mode `both` (the keyword list weighs 1; DESIGN §5). `npm run bench -- --calibrate` prints the weight a model should get. During a model switch, the model still serving keeps its own default.",
+          "The configured model's weight in retrieval mode `both` (the keyword list weighs 1; DESIGN §5); a request's own `weights` win. use-lite-512's measured 0.075: at equal weights it pulled `both` 0.10 below keyword on cranfield and cacm. `npm run bench -- --calibrate` prints the weight a model should get ([fusion weights](../guide/search.md#fusion-weights)). During a model switch, the model still serving keeps its own default.",
       },
       z.preprocess(
         (value) => (value === '' ? undefined : value),
@@ -334,7 +334,7 @@ const environmentSchema = z
         group: 'Search by meaning',
         readBy: [...jobRunners, 'mnemo reembed'],
         default: 64,
-        meaning: 'Texts sent in one embeddings request.',
+        meaning: 'Texts sent in one embeddings request; each batch is one endpoint request, one read and one write transaction.',
       },
       z.coerce.number().int('must be a whole number').min(1, 'must be between 1 and 2048').max(2048, 'must be between 1 and 2048'),
     ),
@@ -403,7 +403,7 @@ const environmentSchema = z
         readBy: ['mnemo migrate'],
         default: 'auto',
         meaning:
-          'What `mnemo migrate` does on a Citus coordinator: `auto` distributes the tables by tenant when the database has the citus extension, `citus` fails without it, `off` never distributes (docs/operations.md, "Citus").',
+          'What `mnemo migrate` does on a Citus coordinator: `auto` distributes the tables by tenant when the database has the citus extension, `citus` fails without it, `off` never distributes ([Citus](scaling-and-citus.md#citus)).',
       },
       z.enum(['auto', 'citus', 'off'], { message: 'must be auto, citus or off' }),
     ),
@@ -413,7 +413,7 @@ const environmentSchema = z
         readBy: ['server', 'worker', 'mnemo reembed'],
         default: 'true',
         meaning:
-          'Server-side prepared statements. Set `false` behind PgBouncer in transaction mode before 1.21, or with `max_prepared_statements = 0`: left on there, requests hang (docs/operations.md, "PgBouncer"). Migrations connect to PostgreSQL directly and do not read it.',
+          'Server-side prepared statements. Set `false` behind PgBouncer in transaction mode before 1.21, or with `max_prepared_statements = 0`: left on there, requests hang ([PgBouncer](scaling-and-citus.md#pgbouncer)); docker-compose.yml runs with `false`. Migrations connect to PostgreSQL directly and do not read it.',
       },
       z.enum(['true', 'false'], { message: 'must be true or false' }).transform((value) => value === 'true'),
     ),
@@ -475,7 +475,7 @@ const environmentSchema = z
     MNEMO_RATE_LIMIT_WRITES: setting(
       rateLimitDoc(
         'writes',
-        'Writes: every POST, PUT, PATCH and DELETE but searches and report requests, and the MCP tool `kindgi_remember`. Each class has a limit per caller (tenant + token `sub`) and one per tenant (all its callers), counted in Redis and shared by every API node (in the API\'s memory without `REDIS_URL`, and on each node by itself while Redis does not answer). Over a limit the answer is 429 `rate-limited` with `Retry-After` (docs/operations.md, "Rate limits").',
+        'Writes: every POST, PUT, PATCH and DELETE but searches and report requests, and the MCP tool `kindgi_remember`. Each class has a limit per caller (tenant + token `sub`) and one per tenant (all its callers), counted in Redis and shared by every API node (in the API\'s memory without `REDIS_URL`, and on each node by itself while Redis does not answer). Over a limit the answer is 429 `rate-limited` with `Retry-After` ([rate limits](rate-limits.md)).',
       ),
       rateLimit,
     ),
@@ -500,7 +500,7 @@ const environmentSchema = z
         readBy: api,
         default: DEFAULT_REMEMBER_SETTINGS.types.join(','),
         accepts: 'fact types (`^[a-z0-9][a-z0-9._-]*$`, at most 128 characters each), comma-separated; at least one',
-        meaning: 'The fact types an agent may remember through the MCP tool `kindgi_remember`.',
+        meaning: 'The fact types an agent may remember through the MCP tool `kindgi_remember`; another type is a tool error naming the allowed ones.',
       },
       z
         .string()
@@ -526,7 +526,7 @@ const environmentSchema = z
         readBy: api,
         default: DEFAULT_REMEMBER_SETTINGS.review,
         meaning:
-          'Which remembered facts wait for a person to verify them before any search returns them: `instruction-like`, those that read like an instruction; `all`, every one (README, "Agents over MCP").',
+          'Which remembered facts wait for a person to verify them before any search returns them: `instruction-like`, those that read like an instruction; `all`, every one, for a deployment that cannot afford a miss ([agents over MCP](../guide/agents-and-mcp.md#text-that-reads-like-an-instruction)).',
       },
       z.enum(['instruction-like', 'all'], { message: 'must be "instruction-like" (hold what reads like an instruction) or "all" (hold everything agents remember)' }),
     ),
@@ -536,7 +536,7 @@ const environmentSchema = z
         readBy: api,
         default: DEFAULT_REMEMBER_SETTINGS.scope,
         meaning:
-          "Where a token without an `mcp.scope` claim remembers: `user`, the caller's own facts (`{userId: sub}`); `tenant`, tenant-wide (admins only).",
+          "Where a token without an `mcp.scope` claim remembers: `user`, the caller's own facts (`{userId: sub}`); `tenant`, tenant-wide (only an admin may write there).",
       },
       z.enum(['user', 'tenant'], { message: 'must be "user" (each caller\'s own facts) or "tenant" (tenant-wide)' }),
     ),
