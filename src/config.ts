@@ -572,7 +572,7 @@ export const environmentSettings: readonly { name: string; schema: z.ZodType; do
  * not the tables' owner; see docs/decisions/0006-restricted-app-role.md), or, with DATABASE_URL unset, the embedded
  * PostgreSQL in this process, in `dataDir` (MNEMO_DATA_DIR, default ./.mnemo; src/embedded/).
  * `readUrl` (DATABASE_READ_URL, the API only): a streaming replica that lists, searches and
- * reports read from (docs/operations.md, "Read replicas").
+ * reports read from (docs/operations/scaling-and-citus.md, "Read replicas").
  */
 export type Storage =
   | { kind: 'server'; databaseUrl: string; readUrl?: string | undefined }

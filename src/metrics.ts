@@ -1,5 +1,5 @@
 /**
- * What an operator watches (docs/metrics.md): one Prometheus registry per process, and every metric
+ * What an operator watches (docs/operations/metrics.md): one Prometheus registry per process, and every metric
  * family defined once, here. A leaf like log.ts, importing nothing of ours, so the database client,
  * the job runner, the retrieval verb and the routes each record what they see without a layer
  * reaching up. Label values are bounded: route patterns, queue and model names, modes — never a raw

@@ -2,7 +2,7 @@
  * The embedded database (DESIGN §1): PostgreSQL compiled to WebAssembly (PGlite, with pgvector
  * and btree_gin) in this process, served over the wire protocol (src/embedded/wire-server.ts), so
  * the app reaches it through the same postgres.js code path, migrations and row-level security as
- * a real server. Measured facts this module is built on (docs/embedded.md):
+ * a real server. Measured facts this module is built on (docs/guide/embedded.md):
  *
  * - PGlite has one backend. The wire server gives each connection its turn between two
  *   ReadyForQuery messages and keeps a transaction's turns together, so connections never see each

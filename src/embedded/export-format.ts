@@ -2,7 +2,7 @@
  * Moving up (issue 13, part 5): `mnemo export` writes every row of an embedded data directory to
  * a JSON Lines file (export.ts), `mnemo restore` loads that file into a PostgreSQL server migrated
  * to the same version (restore.ts). This is the file's format and what both read of a database's
- * catalog. docs/embedded-to-server.md is the operator's page.
+ * catalog. docs/guide/embedded-to-server.md is the operator's page.
  *
  * Why not pg_dump: the embedded server is PostgreSQL 18 (PGlite), and pg_dump refuses a server
  * newer than itself, so an operator with the usual pg_dump 15-17 could not dump it; and a dump

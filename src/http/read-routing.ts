@@ -16,7 +16,7 @@
  * read runs on the primary; a connection failure also leaves the replica out until a probe finds it
  * answering again as a safe role, and readiness shows it `degraded` meanwhile.
  *
- * What it costs (measured in test/scale/read-replica.test.ts; docs/operations.md, "Read replicas"):
+ * What it costs (measured in test/scale/read-replica.test.ts; docs/operations/scaling-and-citus.md, "Read replicas"):
  * a write, one `select` on the primary and one Redis call after it answers; a read, one Redis
  * call, plus one `select` on the replica while the caller's last write has not been seen there.
  */

@@ -635,7 +635,7 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
 }
 
 /**
- * A review is a second pair of eyes (docs/review.md): whoever asserted a held text, admins
+ * A review is a second pair of eyes (docs/guide/review.md): whoever asserted a held text, admins
  * included, does not release it. The one verifying is always a person, so `user` is their kind.
  */
 function assertNotOwnHeldText(principal: Principal, current: FactRow): void {

@@ -101,7 +101,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
 
   if (mode === 'list' && body.asOf !== undefined) {
     // History: each fact as it was then (the list route's asOf), among the facts that apply in
-    // the scope. A hold follows the revision it judged (docs/review.md): a revision held when it
+    // the scope. A hold follows the revision it judged (docs/guide/review.md): a revision held when it
     // was written stays out, although a later one released the fact; a fact held now stays out
     // whole, as it does from every search.
     return inTenantTransaction(caller, async (tx) => {

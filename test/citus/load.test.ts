@@ -6,7 +6,7 @@
  * the workers never learn of); the cluster is the coordinator and its two workers, all four on
  * this machine's two cores. So the figures measure what distribution costs per request (a hop from
  * coordinator to worker, and the worker's share of the cores), not what it adds in capacity: on
- * loopback the workers have no cores of their own to add. README "Scaling out" quotes them.
+ * loopback the workers have no cores of their own to add. docs/operations/scaling-and-citus.md ("Citus", "Measured") quotes them.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, expect, it } from 'vitest';

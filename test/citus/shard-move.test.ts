@@ -83,7 +83,7 @@ it('moves a tenant to the other worker while it writes: nothing lost, nothing do
     // block_writes: the tenant's writes wait while its shard group is copied, then go on against
     // the new placement. The online mode (logical replication) cannot move these tables: its
     // subscription runs as a role Citus makes without superuser, and PostgreSQL 15 refuses such a
-    // role to replicate into a table under row-level security (docs/operations.md, "Citus").
+    // role to replicate into a table under row-level security (docs/operations/scaling-and-citus.md, "Citus").
     await api.db.admin`
       select citus_move_shard_placement(${before.shard}::bigint, '127.0.0.1', ${before.port}, '127.0.0.1', ${target!.port},
                                         shard_transfer_mode => 'block_writes')`;

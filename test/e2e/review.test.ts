@@ -1,5 +1,5 @@
 /**
- * Review of what agents remember (issue 17, the rules in docs/review.md; issue 24): a hold
+ * Review of what agents remember (issue 17, the rules in docs/guide/review.md; issue 24): a hold
  * follows the revision it judged into history, nobody releases a held text they asserted
  * themselves, and an agent's text is `unverified` however often it is remembered. Through the
  * official MCP client and the REST API of the real app over HTTP.

@@ -1,11 +1,16 @@
 /**
- * The README's shell blocks as one bash script that runs them as written, in order, checking as it
- * goes (used by readme.check.ts). Pure: text in, text out.
+ * The shell blocks of the README and of the guide pages (docs/guide/, in the order docs/README.md
+ * lists them) as one bash script that runs them as written, in order, checking as it goes (used by
+ * readme.check.ts). Pure: text in, text out.
  *
  * A block is split into commands the way bash reads them: a newline ends a command unless it is
  * escaped (`\`), inside quotes or inside `$( )`. A command's own comment says what it expects
  * when that is not success: `# → 404` (the HTTP status every curl in it must answer) or
  * `# → exit 1` (its exit code). Otherwise every curl must answer 2xx and the command exit 0.
+ *
+ * Where a page tells the reader to stop a process (Ctrl-C in its shell), a line of its own,
+ * `<!-- test:readme stops the api -->` (or `worker`), says so to the runner: an HTML comment, so
+ * readers never see it. It applies before the next shell block.
  */
 
 export interface Expectation {
@@ -18,7 +23,7 @@ export interface Expectation {
 export interface Command {
   /** The command as written (continuation lines included), without its trailing comment. */
   text: string;
-  /** Its first line in the README (1-based). */
+  /** Its first line in its page (1-based). */
   line: number;
   /** Every comment on its own lines. */
   comment: string;
@@ -27,24 +32,53 @@ export interface Command {
   action: { kind: 'run' } | { kind: 'background'; name: 'api' | 'worker' } | { kind: 'skip'; why: string };
 }
 
+export type Background = 'api' | 'worker';
+
 export interface Block {
+  /** The page it is in (a path from the repository's root). */
+  file: string;
   /** The line of the opening fence. */
   line: number;
+  /** The background processes the page stops before this block (the reader's Ctrl-C). */
+  stops: Background[];
   commands: Command[];
 }
 
-/** The ```sh blocks of a markdown text, with the line of each opening fence. */
-export function shellBlocks(markdown: string): { line: number; text: string }[] {
+const STOP = /^\s*<!--\s*test:readme stops the (api|worker)\s*-->\s*$/;
+
+/**
+ * The ```sh blocks of a markdown text, with the line of each opening fence and the processes
+ * stopped before it. Other fences (```ts, ```text, ```console …) are skipped whole, so a `sh`
+ * fence or a stop line quoted inside them counts for nothing.
+ */
+export function shellBlocks(markdown: string, file = 'README.md'): { line: number; text: string; stops: Background[] }[] {
   const lines = markdown.split('\n');
-  const blocks: { line: number; text: string }[] = [];
+  const blocks: { line: number; text: string; stops: Background[] }[] = [];
+  let stops: Background[] = [];
+  let stopLine = 0;
   for (let i = 0; i < lines.length; i++) {
-    if (!/^```(sh|bash|shell)\s*$/.test(lines[i]!)) continue;
+    const stop = STOP.exec(lines[i]!);
+    if (stop) {
+      stops.push(stop[1] as Background);
+      stopLine = i + 1;
+      continue;
+    }
+    // A fence may be indented (a block inside a list item): its lines lose that indentation.
+    const fence = /^( *)(`{3,})(\S*)\s*$/.exec(lines[i]!);
+    if (!fence) continue;
+    const [, indent, ticks, language] = fence as unknown as [string, string, string, string];
     const start = i;
     const body: string[] = [];
-    for (i++; i < lines.length && !/^```\s*$/.test(lines[i]!); i++) body.push(lines[i]!);
-    if (i >= lines.length) throw new Error(`README.md:${start + 1}: a shell block that never closes`);
-    blocks.push({ line: start + 1, text: body.join('\n') });
+    for (i++; i < lines.length && lines[i]!.trim() !== ticks; i++) {
+      const line = lines[i]!;
+      body.push(line.startsWith(indent) ? line.slice(indent.length) : line.trimStart());
+    }
+    if (i >= lines.length) throw new Error(`${file}:${start + 1}: a code block that never closes`);
+    if (!/^(sh|bash|shell)$/.test(language)) continue;
+    blocks.push({ line: start + 1, text: body.join('\n'), stops });
+    stops = [];
   }
+  if (stops.length > 0) throw new Error(`${file}:${stopLine}: a stop line with no shell block after it`);
   return blocks;
 }
 
@@ -52,7 +86,7 @@ export function shellBlocks(markdown: string): { line: number; text: string }[] 
  * Splits a block's text into commands (bash's reading of newlines, quotes, `$( )`, `\` and `#`),
  * each with its comments; lines holding only a comment belong to no command.
  */
-export function splitCommands(text: string, firstLine: number): { text: string; line: number; comment: string }[] {
+export function splitCommands(text: string, firstLine: number, file = 'README.md'): { text: string; line: number; comment: string }[] {
   const commands: { text: string; line: number; comment: string }[] = [];
   let current = '';
   let comment = '';
@@ -106,7 +140,7 @@ export function splitCommands(text: string, firstLine: number): { text: string; 
     }
     current += c;
   }
-  if (quote !== null || depth > 0) throw new Error(`README.md:${startLine}: a command whose quotes or $( ) never close`);
+  if (quote !== null || depth > 0) throw new Error(`${file}:${startLine}: a command whose quotes or $( ) never close`);
   end();
   return commands;
 }
@@ -120,19 +154,56 @@ export function expectationOf(comment: string): Expectation {
   return {};
 }
 
-/** What the runner does with a command. */
+/**
+ * What the runner does with a command. A command any of whose `&&` parts runs a test suite
+ * (`npm install && npm test`) is skipped whole: the README test runs no suites.
+ */
 export function actionOf(text: string, hasNodeModules: boolean): Command['action'] {
   if (text === 'npm start' || text === 'npx mnemo serve') return { kind: 'background', name: 'api' };
   if (text === 'npm run worker' || text === 'npx mnemo worker') return { kind: 'background', name: 'worker' };
+  const parts = text.split('&&').map((part) => part.trim());
+  if (parts.some((part) => /^npm (test|run (test|bench)\S*)(\s|$)/.test(part))) {
+    return { kind: 'skip', why: 'a test suite: the README test does not run suites' };
+  }
   if (/^npm (install|ci)\b/.test(text) && hasNodeModules) return { kind: 'skip', why: 'node_modules is there already' };
-  if (/^npm (test|run (test|bench)\S*)\b/.test(text)) return { kind: 'skip', why: 'a test suite: the README test does not run suites' };
   return { kind: 'run' };
 }
 
-export function readmeBlocks(markdown: string, options: { hasNodeModules: boolean }): Block[] {
-  return shellBlocks(markdown).map((block) => ({
+/**
+ * The guide pages in the order the runner takes them: the links of the "## Guide" section of
+ * docs/README.md (the index of the docs), in order, as paths from the repository's root.
+ */
+export function guidePages(index: string): string[] {
+  const section = /^## Guide\b[^\n]*\n([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(index);
+  if (!section) throw new Error('docs/README.md has no "## Guide" section listing the guide pages');
+  const pages: string[] = [];
+  for (const link of section[1]!.matchAll(/\]\((guide\/[\w.-]+\.md)\)/g)) {
+    const page = `docs/${link[1]}`;
+    if (!pages.includes(page)) pages.push(page);
+  }
+  return pages;
+}
+
+/**
+ * What the runner reads, in order: the README, then each guide page of the index. The index must
+ * list every page of docs/guide/ (`onDisk`), so no page is left unrun by being left out of it.
+ */
+export function pagesInOrder(index: string, onDisk: readonly string[]): string[] {
+  const listed = guidePages(index);
+  const missing = onDisk.filter((page) => !listed.includes(page));
+  if (missing.length > 0) throw new Error(`docs/README.md's Guide section does not list ${missing.join(', ')}`);
+  const gone = listed.filter((page) => !onDisk.includes(page));
+  if (gone.length > 0) throw new Error(`docs/README.md's Guide section lists ${gone.join(', ')}, which is not in docs/guide/`);
+  return ['README.md', ...listed];
+}
+
+export function readmeBlocks(markdown: string, options: { hasNodeModules: boolean; file?: string }): Block[] {
+  const file = options.file ?? 'README.md';
+  return shellBlocks(markdown, file).map((block) => ({
+    file,
     line: block.line,
-    commands: splitCommands(block.text, block.line + 1).map((command) => ({
+    stops: block.stops,
+    commands: splitCommands(block.text, block.line + 1, file).map((command) => ({
       ...command,
       expect: expectationOf(command.comment),
       action: actionOf(command.text, options.hasNodeModules),
@@ -140,9 +211,9 @@ export function readmeBlocks(markdown: string, options: { hasNodeModules: boolea
   }));
 }
 
-/** A here-document body that cannot end early: the delimiter appears in no README line. */
+/** A here-document body that cannot end early: the delimiter appears in no command's line. */
 const quoted = (text: string, tag: string) => {
-  if (text.split('\n').includes(tag)) throw new Error(`a README line reads ${tag}`);
+  if (text.split('\n').includes(tag)) throw new Error(`a command's line reads ${tag}`);
   return `<<'${tag}'\n${text}\n${tag}`;
 };
 
@@ -155,10 +226,11 @@ export function bashScript(blocks: Block[], prelude: string): string {
   const out: string[] = [prelude];
   let step = 0;
   blocks.forEach((block, b) => {
-    out.push(`__block ${b + 1} ${blocks.length} ${block.line}`);
+    out.push(`__block ${b + 1} ${blocks.length} '${block.file}:${block.line}'`);
+    for (const name of block.stops) out.push(`__stop ${name}`);
     for (const command of block.commands) {
       step++;
-      const where = `README.md:${command.line}`;
+      const where = `${block.file}:${command.line}`;
       const { action } = command;
       if (action.kind === 'skip') {
         out.push(`__announce ${step} '${where}' 'skipped: ${action.why.replace(/'/g, '')}' ${quoted(command.text, '__README_COMMAND')}`);

@@ -1,7 +1,11 @@
 /**
- * `npm run test:readme`: the README's shell blocks, run as written, in order, on a fresh database,
- * as a new user pastes them — and it fails on any curl answering other than 2xx, or any command
- * exiting non-zero, unless the README's comment on that command says so (`# → 404`, `# → exit 1`).
+ * `npm run test:readme`: the shell blocks of the README and then of every guide page (docs/guide/,
+ * in the order of the "## Guide" list of docs/README.md, which must name each page), run as
+ * written, in order, in one shell, on a fresh database, as a new user pastes them — and it fails on
+ * any curl answering other than 2xx, or any command exiting non-zero, unless the page's comment on
+ * that command says so (`# → 404`, `# → exit 1`). The README runs the embedded mode;
+ * docs/guide/embedded-to-server.md moves its data to the private PostgreSQL and starts the API and
+ * a worker there, and the pages after it run against those.
  *
  * It must not touch the user's machine, so:
  * - PostgreSQL and Redis are private: a cluster made with `initdb` and started with `pg_ctl` as the
@@ -12,28 +16,29 @@
  *   ignored, as they are in the working tree; `node_modules` linked), so `cp .env.example .env`
  *   writes the copy's `.env`, never yours.
  * - The only rewriting: host:port in URLs — `localhost:3000` / `127.0.0.1:3000` (the API),
- *   `127.0.0.1:5432` (PostgreSQL) and `127.0.0.1:6379` (Redis) — in the README's commands and in
+ *   `127.0.0.1:5432` (PostgreSQL) and `127.0.0.1:6379` (Redis) — in the pages' commands and in
  *   the copy's `.env.example`; `PGHOST`/`PGPORT` for `createdb`, and `PORT` for the API (set in the
  *   environment, which wins over `.env`). Nothing else of the user's environment is passed on
  *   (no DATABASE_URL, no secrets): only PATH, HOME, locale and temp-dir variables.
  * - `npm start` and `npm run worker` (or `npx mnemo serve|worker`) are started in the background
  *   and awaited (`/readyz` answers 200; the worker logs "worker started"), and stopped at the end
- *   (SIGTERM, then the whole process group). `npm install` is skipped when `node_modules` exists,
- *   and the test suites the README lists (`npm test`, `npm run test:*`, `npm run bench`) are not run.
+ *   (SIGTERM, then the whole process group), or where a page stops them (the reader's Ctrl-C,
+ *   `<!-- test:readme stops the api -->`). `npm install` is skipped when `node_modules` exists,
+ *   and the test suites the pages list (`npm test`, `npm run test:*`, `npm run bench`) are not run.
  *
  * Each block and command is printed as it runs, with what the API answered; a summary closes.
  * Needs what `npm run test:faults` needs: the PostgreSQL server binaries with pgvector, and
  * `redis-server`. It runs as its own vitest project (test/readme/vitest.config.ts), not in `npm test`.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
 import { type PrivateRedis, startPrivateRedis } from '../faults/helpers/redis-server.ts';
 import { freePort, projectRoot } from '../helpers/process.ts';
-import { bashScript, readmeBlocks } from './readme-script.ts';
+import { bashScript, pagesInOrder, readmeBlocks } from './readme-script.ts';
 
 const HOME_PORTS = { api: 3000, postgres: 5432, redis: 6379 };
 
@@ -46,6 +51,8 @@ function copyRepository(to: string): number {
   const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: projectRoot, encoding: 'utf8' });
   let copied = 0;
   for (const path of new Set(listed.split('\0').filter(Boolean))) {
+    // A node_modules that is a symlink is not matched by .gitignore's `node_modules/`: linked below.
+    if (path === 'node_modules') continue;
     const from = join(projectRoot, path);
     // Listed but deleted or moved in the working tree.
     if (!existsSync(from)) continue;
@@ -57,7 +64,7 @@ function copyRepository(to: string): number {
   return copied;
 }
 
-/** Every host:port the README names for the API, PostgreSQL and Redis, pointed at the private ones. */
+/** Every host:port the pages name for the API, PostgreSQL and Redis, pointed at the private ones. */
 function rewritePorts(text: string, ports: { api: number; postgres: number; redis: number }): string {
   return text
     .replace(/\b(localhost|127\.0\.0\.1):3000\b/g, `$1:${ports.api}`)
@@ -81,7 +88,7 @@ afterAll(async () => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
-it('the README runs as written, in order, on a fresh database', async () => {
+it('the README and the guide pages run as written, in order, on a fresh database', async () => {
   const started = performance.now();
   const ports = { api: await freePort(), postgres: cluster!.port, redis: redis!.port };
   const repo = join(scratch, 'mnemo');
@@ -93,15 +100,20 @@ it('the README runs as written, in order, on a fresh database', async () => {
   assertNoHomePorts('.env.example', envExample);
   writeFileSync(join(repo, '.env.example'), envExample);
 
-  const readme = readFileSync(join(projectRoot, 'README.md'), 'utf8');
-  const blocks = readmeBlocks(rewritePorts(readme, ports), { hasNodeModules: existsSync(join(projectRoot, 'node_modules')) });
+  const guide = readdirSync(join(projectRoot, 'docs/guide'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/guide/${name}`);
+  const pages = pagesInOrder(readFileSync(join(projectRoot, 'docs/README.md'), 'utf8'), guide);
+  const hasNodeModules = existsSync(join(projectRoot, 'node_modules'));
+  const blocks = pages.flatMap((file) => readmeBlocks(rewritePorts(readFileSync(join(projectRoot, file), 'utf8'), ports), { hasNodeModules, file }));
   const commands = blocks.flatMap((block) => block.commands);
   const script = bashScript(blocks, readFileSync(join(projectRoot, 'test/readme/prelude.sh'), 'utf8'));
-  assertNoHomePorts('README.md', script);
+  assertNoHomePorts('the pages', script);
   writeFileSync(join(scratch, 'readme.sh'), script);
 
+  const perPage = pages.map((file) => `${file} ${blocks.filter((block) => block.file === file).length}`).join(', ');
   process.stdout.write(
-    `README test: ${blocks.length} shell blocks, ${commands.length} commands; ${files} files copied to ${repo}\n` +
+    `README test: ${blocks.length} shell blocks (${perPage}), ${commands.length} commands; ${files} files copied to ${repo}\n` +
       `private PostgreSQL on ${ports.postgres}, Redis on ${ports.redis}, the API on ${ports.api}\n`,
   );
 
@@ -135,14 +147,14 @@ it('the README runs as written, in order, on a fresh database', async () => {
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   const ran = commands.filter((command) => command.action.kind === 'run').length;
   const background = commands.filter((command) => command.action.kind === 'background').length;
-  const skipped = commands.filter((command) => command.action.kind === 'skip');
+  const skipped = blocks.flatMap((block) => block.commands.filter((command) => command.action.kind === 'skip').map((command) => `${block.file}:${command.line} ${command.text}`));
   const failuresExpected = commands.filter((command) => command.expect.status !== undefined || command.expect.exit !== undefined).length;
   process.stdout.write(
     `\nREADME test ${code === 0 ? 'passed' : 'FAILED'} in ${seconds} s: ${blocks.length} blocks, ${ran} commands run ` +
       `(${failuresExpected} with an expected status or exit code), ${background} in the background, ` +
-      `${skipped.length} skipped (${skipped.map((command) => `README.md:${command.line} ${command.text}`).join('; ')})\n`,
+      `${skipped.length} skipped (${skipped.join('; ')})\n`,
   );
-  expect(code, `the README's commands failed; the end of their output:\n${output.slice(-6000)}`).toBe(0);
+  expect(code, `the pages' commands failed; the end of their output:\n${output.slice(-6000)}`).toBe(0);
   // The script says it finished: no command was left out by an early exit that still returned 0.
-  expect(output).toContain(`=== README: all ${ran + background} commands passed`);
+  expect(output).toContain(`=== README and guide: all ${ran + background} commands passed`);
 });

@@ -1,5 +1,5 @@
 /**
- * docker-compose.yml is the production shape the README points to, and no CI machine here runs
+ * docker-compose.yml is the production shape docs/operations/production.md describes, and no CI machine here runs
  * Docker: this reads the file and holds it to that shape (DESIGN §1, §8; issue 15).
  */
 import { existsSync, readFileSync } from 'node:fs';

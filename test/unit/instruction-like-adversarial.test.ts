@@ -4,7 +4,7 @@
  * together, @ floods, runs of one character, nesting, look-alike scripts, base64, spaced letters,
  * newlines, NFKC expansion; test/faults/helpers/adversarial-texts.ts) and stays far from that.
  * The bound asserted is generous, so a busy machine cannot fail it; the figures are printed
- * (`npm run test:faults` prints them on a quiet machine, for the README).
+ * (`npm run test:faults` prints them on a quiet machine, for docs/operations/reliability.md).
  */
 import { describe, expect, it } from 'vitest';
 import { CHECK_BUDGET_MS, checkInstructionLike } from '../../src/memory/instruction-like.ts';

@@ -55,7 +55,7 @@ export const SERVER_SETTINGS = [
   'synchronous_commit = off',
 ];
 
-/** Settings every node needs besides: Citus loaded; logical WAL, which Citus's online shard moves need (these tables move with block_writes instead: docs/operations.md, "Citus"). */
+/** Settings every node needs besides: Citus loaded; logical WAL, which Citus's online shard moves need (these tables move with block_writes instead: docs/operations/scaling-and-citus.md, "Citus"). */
 const NODE_SETTINGS = [
   ...SERVER_SETTINGS,
   "shared_preload_libraries = 'citus'",
