@@ -99,8 +99,12 @@ async function createDistributedTestDatabase(nodes: CitusNodes, name: string): P
  * and app connections, and the processes it starts, reach it by URL as they reach a server.
  */
 async function loadEmbeddedDatabase() {
-  return startEmbeddedDatabase(new Blob([await readFile(inject('templateDatabase'))]));
+  templateDump ??= readFile(inject('templateDatabase')).then((bytes) => new Blob([bytes]));
+  return startEmbeddedDatabase(await templateDump);
 }
+
+/** The dump, read once per worker: the files a worker runs share its modules (isolate: false). */
+let templateDump: Promise<Blob> | undefined;
 
 /** A PGlite served on a loopback port: from a dump, or empty (no migrations) without one. */
 async function startEmbeddedDatabase(dump?: Blob) {
