@@ -27,8 +27,8 @@ export const appLogin = () => ({ user: testAppRole(inject('runId')), password: T
 
 /** An empty database (no migrations), for tests of the migrations themselves. */
 export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }> {
-  const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   if (inject('postgres') === 'embedded') return startEmbeddedDatabase();
+  const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
   await maintenance.unsafe(`create database "${name}"`);
   await maintenance.end();
@@ -45,10 +45,10 @@ export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: s
  * migrated again, so they share the template's app group (mnemo_app_group() says so in each).
  */
 export async function createTestDatabase(): Promise<TestDatabase> {
+  if (inject('postgres') === 'embedded') return openTestDatabase(await loadEmbeddedDatabase());
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const citusNodes = inject('citusNodes');
   if (citusNodes) return createDistributedTestDatabase(citusNodes, name);
-  if (inject('postgres') === 'embedded') return openTestDatabase(await loadEmbeddedDatabase());
   const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
   try {
     // Copying a template fails while another session is briefly connected to it; retry.
