@@ -12,7 +12,7 @@ import { withTenant } from '../../src/db/client.ts';
 import { outbox } from '../../src/db/schema.ts';
 import { getReport, listReports, putSchedule, requestReport } from '../../src/episodes/stored-reports.ts';
 import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
-import { backoffDelay, type InProcessJobs, nextRun, startInProcessJobs } from '../../src/jobs/in-process.ts';
+import { backoffDelay, type InProcessJobs, nextRun, startInProcessJobs } from '../../src/jobs/in-process/queue.ts';
 import { dispatchOutbox, recordOutbox } from '../../src/jobs/outbox.ts';
 import { defineQueue, embedQueue, enqueueUnique, erasureQueue, queueDefinitions, reportQueue } from '../../src/jobs/queues.ts';
 import type { JobHandler } from '../../src/jobs/worker.ts';

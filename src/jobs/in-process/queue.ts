@@ -19,10 +19,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Backoffs, getNextMillis } from 'bullmq';
-import type { Db } from '../db/client.ts';
-import type { Logger } from '../log.ts';
-import { countQueueJobs, type QueueState } from '../metrics.ts';
-import { claimOutbox, releaseOutboxClaim, renewOutboxClaim } from './outbox.ts';
+import type { Db } from '../../db/client.ts';
+import type { Logger } from '../../log.ts';
+import { countQueueJobs, type QueueState } from '../../metrics.ts';
+import { claimOutbox, releaseOutboxClaim, renewOutboxClaim } from '../outbox.ts';
 import {
   type AddOptions,
   type JobData,
@@ -34,8 +34,8 @@ import {
   type RepeatOptions,
   retentionQueue,
   scheduleRepeatable,
-} from './queues.ts';
-import { checkRegistry, createProcessor, type HandlerRegistry, isFinalAttempt, type RunningJob } from './worker.ts';
+} from '../queues.ts';
+import { checkRegistry, createProcessor, type HandlerRegistry, isFinalAttempt, type RunningJob } from '../worker.ts';
 
 export interface InProcessJobsOptions {
   definitions: readonly QueueDefinition[];
