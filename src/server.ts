@@ -26,7 +26,7 @@ import { answerMalformedRequests, manageConnections } from './http/connections.t
 import { openReplicaReads, type ReplicaReads, redisWritePositions } from './http/read-routing.ts';
 import { createRateLimiter, type RateLimiter } from './http/rate-limit.ts';
 import { createDispatcher } from './jobs/dispatcher.ts';
-import { startInProcessJobs } from './jobs/in-process/queue.ts';
+import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis } from './jobs/redis.ts';
 import { createLogger, type Logger, logUnhandledRejections } from './log.ts';

@@ -12,7 +12,7 @@ import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/emb
 import type { RateLimiter } from '../../src/http/rate-limit.ts';
 import type { ReadRouting } from '../../src/http/read-routing.ts';
 import { createDispatcher } from '../../src/jobs/dispatcher.ts';
-import { startInProcessJobs } from '../../src/jobs/in-process/queue.ts';
+import { startInProcessJobs } from '../../src/jobs/in-process.ts';
 import { type BullQueues, closeQueues, createQueues, type Queues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
 import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/fact-vectors.ts';

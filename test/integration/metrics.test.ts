@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/embeddings/registry.ts';
-import { startInProcessJobs } from '../../src/jobs/in-process/queue.ts';
+import { startInProcessJobs } from '../../src/jobs/in-process.ts';
 import { type BullQueues, closeQueues, createQueues, defineQueue, embedQueue, reconcileQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger } from '../../src/log.ts';
