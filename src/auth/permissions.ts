@@ -61,46 +61,53 @@ export function scopeKind(scope: Scope): ScopeKind {
   return 'tenant';
 }
 
-/** True when the principal may read facts in this scope. Write permission implies read. */
-export function canRead(principal: Principal, scope: Scope): boolean {
+type Access = 'read' | 'write';
+
+/**
+ * Per scope kind, what a principal other than an admin needs to read facts there and to write
+ * (create, revise, delete) them. Write permission implies read.
+ */
+const grantsFor: Record<Exclude<ScopeKind, 'invalid'>, Record<Access, (principal: Principal, scope: Scope) => boolean>> = {
+  tenant: {
+    read: () => true,
+    // Tenant-wide facts are seen by everyone, so only an admin may change them.
+    write: () => false,
+  },
+  org: {
+    read: (principal, scope) => principal.orgs.read.includes(scope.orgId!) || principal.orgs.write.includes(scope.orgId!),
+    write: (principal, scope) => principal.orgs.write.includes(scope.orgId!),
+  },
+  project: {
+    read: (principal, scope) => principal.projects.read.includes(scope.projectId!) || principal.projects.write.includes(scope.projectId!),
+    write: (principal, scope) => principal.projects.write.includes(scope.projectId!),
+  },
+  'project-conversation': {
+    // Conversations are more private than the project's shared facts: a read grant is not enough.
+    read: (principal, scope) => principal.projects.write.includes(scope.projectId!),
+    write: (principal, scope) => principal.projects.write.includes(scope.projectId!),
+  },
+  user: {
+    read: (principal, scope) => principal.sub === scope.userId,
+    write: (principal, scope) => principal.sub === scope.userId,
+  },
+};
+
+function allowed(access: Access, principal: Principal, scope: Scope): boolean {
   const kind = scopeKind(scope);
   // Invalid scopes are refused for everyone, admin included: callers answer 400 before this.
   if (kind === 'invalid') return false;
   if (principal.role === 'admin') return true;
-  switch (kind) {
-    case 'tenant':
-      return true;
-    case 'org':
-      return principal.orgs.read.includes(scope.orgId!) || principal.orgs.write.includes(scope.orgId!);
-    case 'project':
-      return (
-        principal.projects.read.includes(scope.projectId!) || principal.projects.write.includes(scope.projectId!)
-      );
-    case 'project-conversation':
-      // Conversations are more private than the project's shared facts: a read grant is not enough.
-      return principal.projects.write.includes(scope.projectId!);
-    case 'user':
-      return principal.sub === scope.userId;
-  }
+  return grantsFor[kind][access](principal, scope);
+}
+
+/** True when the principal may read facts in this scope. */
+export function canRead(principal: Principal, scope: Scope): boolean {
+  return allowed('read', principal, scope);
 }
 
 /** True when the principal may write (create, revise, delete) facts in this scope. */
 export function canWrite(principal: Principal, scope: Scope): boolean {
-  const kind = scopeKind(scope);
-  if (kind === 'invalid') return false;
-  if (principal.role === 'admin') return true;
-  switch (kind) {
-    case 'tenant':
-      // Tenant-wide facts are seen by everyone, so only an admin may change them.
-      return false;
-    case 'org':
-      return principal.orgs.write.includes(scope.orgId!);
-    case 'project':
-    case 'project-conversation':
-      return principal.projects.write.includes(scope.projectId!);
-    case 'user':
-      return principal.sub === scope.userId;
-  }
+  return allowed('write', principal, scope);
 }
 
 /**

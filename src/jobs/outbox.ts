@@ -86,9 +86,10 @@ export async function markOutboxAttemptFailed(
   );
 }
 
-// Claims, for the in-process transport (src/jobs/in-process.ts): without Redis, processes that
-// share the database take outbox rows from Postgres itself. Each call is one short transaction:
-// nothing is held open while the job works (an embedded database runs one transaction at a time).
+// Claims, for the in-process transport (src/jobs/in-process/outbox-lease.ts): without Redis,
+// processes that share the database take outbox rows from Postgres itself. Each call is one short
+// transaction: nothing is held open while the job works (an embedded database runs one
+// transaction at a time).
 
 export type OutboxClaim =
   | { kind: 'claimed'; attempts: number; payload: unknown; createdAt: Date }

@@ -18,6 +18,12 @@ export interface JobData {
   outbox?: { tenantId: string; id: string };
 }
 
+/**
+ * A job's `outbox` as the processor accepts it (src/jobs/worker.ts); the in-process queue asks
+ * the same to tell an outbox row's job, run on a lease, from one kept in memory.
+ */
+export const outboxRefSchema = z.object({ tenantId: z.string().min(1), id: z.string().uuid() });
+
 export const defineQueue = <Payload>(definition: QueueDefinition<Payload>) => definition;
 
 const keepFinished = {
@@ -126,7 +132,7 @@ export interface RepeatOptions {
 
 /**
  * What the code asks of a queue, whichever transport runs it: BullMQ's `Queue` as it is (Redis),
- * or the in-process queue of src/jobs/in-process.ts (no Redis). Only the members in use.
+ * or the in-process queue of src/jobs/in-process/queue.ts (no Redis). Only the members in use.
  */
 export interface JobQueue<Data = JobData> {
   readonly name: string;

@@ -6,12 +6,12 @@ import { databaseUnavailableReason } from '../db/errors.ts';
 import { type Logger, type SafeError, safeError, safeErrorText } from '../log.ts';
 import { jobDuration, jobFailures, jobWait } from '../metrics.ts';
 import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
-import type { JobData, QueueDefinition } from './queues.ts';
+import { type JobData, outboxRefSchema, type QueueDefinition } from './queues.ts';
 
 /**
  * What a handler and the processor read of the job they run. BullMQ's `Job` has it; so does a job
- * of the in-process transport (src/jobs/in-process.ts), whose outbox jobs count their attempts in
- * Postgres.
+ * of the in-process queue (src/jobs/in-process/queue.ts), whose outbox jobs count their attempts
+ * in Postgres.
  */
 export interface RunningJob {
   readonly id?: string | undefined;
@@ -60,10 +60,7 @@ export function checkRegistry(definitions: readonly QueueDefinition[], registry:
   if (unknown.length > 0) throw new HandlerRegistryError(`handler(s) for unknown queue(s): ${unknown.join(', ')}`);
 }
 
-const jobDataSchema = z.object({
-  payload: z.unknown(),
-  outbox: z.object({ tenantId: z.string().min(1), id: z.string().uuid() }).optional(),
-});
+const jobDataSchema = z.object({ payload: z.unknown(), outbox: outboxRefSchema.optional() });
 
 /**
  * Wraps a handler: validates the payload (an invalid one fails for good, never retried), runs
