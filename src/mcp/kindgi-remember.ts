@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 import { remember, REMEMBER_TEXT_MAX } from '../memory/remember.ts';
 import { FactTypeSchema, IdSchema, TimestampSchema } from '../memory/schemas.ts';
 import type { RememberSettings } from '../memory/remember-settings.ts';
