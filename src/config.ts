@@ -2,8 +2,8 @@ import { z } from 'zod';
 import type { DistributionSetting } from './db/distribute.ts';
 import { DEFAULT_DATA_DIR, resolveDataDir } from './embedded/data-dir.ts';
 import { localSecret, SECRET_FILES } from './embedded/secrets.ts';
-import { LOCAL_MODEL } from './embeddings/local-model.ts';
-import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from './memory/remember-settings.ts';
+import { LOCAL_MODEL } from './foundation/local-model.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from './foundation/remember-settings.ts';
 import { redactUrl } from './redact.ts';
 
 /**
