@@ -7,9 +7,9 @@
  * become one), content is bounded in depth (serializing it recurses), and timestamps stay in
  * the years PostgreSQL reads back from what the driver sends.
  *
- * Plain zod, so token claims and the database side need no HTTP framework. The wire schemas
- * that `.openapi(…)` what is built here import `@hono/zod-openapi` themselves, which adds that
- * method to every zod schema (docs/decisions/0101-foundation-leaf.md).
+ * Plain zod, so token claims and the database side need no HTTP framework. A wire schema that
+ * calls `.openapi(…)` on one of these imports `@hono/zod-openapi` itself: loading that module is
+ * what gives every zod schema the method (docs/decisions/0101-foundation-leaf.md).
  */
 import { z } from 'zod';
 
