@@ -3,7 +3,9 @@
  * `npx depcruise src workers` for a readable report). Layers from the top: each may import only
  * the layers below it, never one above, and folders of the same layer below the top stay apart,
  * so no two folders can import each other in a loop. Type-only imports count
- * (`tsPreCompilationDeps`): a type from a higher layer ties the two just the same.
+ * (`tsPreCompilationDeps`): a type from a higher layer ties the two just the same. Every file of
+ * src/ and workers/ has its place here, none is exempt: a file placed nowhere is itself a
+ * violation (`every-file-in-a-layer`).
  */
 
 /** Top to bottom. The files at the root of src/ are placed below, one by one. */
@@ -20,8 +22,37 @@ const layers = [
 
 const folderPath = (folder) => (folder === 'workers' ? '^workers/' : `^src/${folder}/`);
 const anyOf = (folders) => folders.map(folderPath).join('|');
-/** The composition root: the entry files that wire everything together, above every layer. */
-const entryFiles = '^src/(app|server|shutdown|env-file)\\.ts$';
+const rootFiles = (names) => `^src/(${names.join('|')})\\.ts$`;
+/**
+ * The composition root, beside the entry folders: the files that wire everything together
+ * (config.ts reads the environment into a Config, with the data directory's secrets), imported by
+ * the entry points only.
+ */
+const entryFiles = rootFiles(['app', 'server', 'shutdown', 'env-file', 'config']);
+/** Below every layer, imported from any: the foundation imports nothing of ours but its own files. */
+const foundation = '^src/foundation/';
+/** Below every layer too, at the root of src/ (imported from every layer, they import nothing of ours). */
+const rootLeaves = rootFiles(['errors', 'log', 'metrics', 'redact']);
+
+/**
+ * A file placed nowhere above would import and be imported unchecked, so it is named: each of
+ * its imports, each import of it, and the file alone when it has neither.
+ */
+const unplaced = {
+  path: '^(src|workers)/',
+  pathNot: [anyOf(layers.flatMap((layer) => layer.folders)), entryFiles, foundation, rootLeaves].join('|'),
+};
+const everyFileInALayer = [
+  { from: unplaced, to: {} },
+  { from: {}, to: unplaced },
+  { from: { ...unplaced, orphan: true }, to: {} },
+].map(({ from, to }) => ({
+  name: 'every-file-in-a-layer',
+  comment: 'a file of src/ or workers/ in no layer, not in the composition root, the foundation or the root leaves: place it in .dependency-cruiser.cjs',
+  severity: 'error',
+  from,
+  to,
+}));
 
 const upward = layers.slice(1).map((layer, i) => ({
   name: `${layer.name}-points-down`,
@@ -64,12 +95,20 @@ module.exports = {
     ...peersApart,
     ...entryOneWay,
     {
+      name: 'foundation-imports-nothing-of-ours',
+      comment: 'src/foundation/ is below every layer: it imports npm packages and its own files, nothing else of src/ (docs/architecture.md)',
+      severity: 'error',
+      from: { path: foundation },
+      to: { path: '^(src|workers)/', pathNot: foundation },
+    },
+    {
       name: 'root-leaves-import-nothing',
       comment: 'src/errors.ts, log.ts, metrics.ts and redact.ts are imported from every layer, so they import none',
       severity: 'error',
-      from: { path: '^src/(errors|log|metrics|redact)\\.ts$' },
+      from: { path: rootLeaves },
       to: { path: '^(src|workers)/' },
     },
+    ...everyFileInALayer,
     {
       name: 'no-cycles',
       comment: 'no module reaches itself through its imports',

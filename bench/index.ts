@@ -18,7 +18,7 @@ import type { Principal } from '../src/auth/permissions.ts';
 import { connect } from '../src/db/client.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
-import { LOCAL_MODEL } from '../src/embeddings/local-model.ts';
+import { LOCAL_MODEL } from '../src/foundation/local-model.ts';
 import { semanticWeightOf } from '../src/embeddings/registry.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';

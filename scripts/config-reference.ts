@@ -1,14 +1,15 @@
 /**
- * Writes docs/operations/configuration.md from the configuration schema (src/config.ts): each
- * variable's meaning, default and readers live beside the schema that reads it, and this only
- * lays them out. `npm run docs:config`; test/unit/config-reference.test.ts fails when the file
+ * Writes docs/operations/configuration.md from the configuration schema
+ * (src/foundation/environment.ts): each variable's meaning, default and readers live beside the
+ * schema that reads it, and this only lays them out. `npm run docs:config`; test/unit/config-reference.test.ts fails when the file
  * is not what this makes.
  */
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { environmentSettings, type SettingDoc, type SettingReader, settingGroups } from '../src/config.ts';
+import { environmentSettings } from '../src/foundation/environment.ts';
+import { type SettingDoc, type SettingReader, settingGroups } from '../src/foundation/setting-docs.ts';
 
 export const referencePath = join(dirname(fileURLToPath(import.meta.url)), '..', 'docs', 'operations', 'configuration.md');
 
@@ -61,10 +62,10 @@ interface Entry {
 
 function entries(settings: typeof environmentSettings): Entry[] {
   return settings.map(({ name, schema, doc }) => {
-    if (!doc) throw new Error(`${name} has no description: read it with setting({ group, readBy, meaning, … }, schema) in src/config.ts`);
+    if (!doc) throw new Error(`${name} has no description: read it with setting({ group, readBy, meaning, … }, schema) in src/foundation/environment.ts`);
     const accepts = doc.accepts ?? schemaAccepts(schema);
-    if (!accepts) throw new Error(`${name}: the schema cannot say what it accepts; give it \`accepts\` in src/config.ts`);
-    if (doc.default === undefined && !doc.unset) throw new Error(`${name}: say what unset means (\`unset\`) or give it a \`default\` in src/config.ts`);
+    if (!accepts) throw new Error(`${name}: the schema cannot say what it accepts; give it \`accepts\` in src/foundation/environment.ts`);
+    if (doc.default === undefined && !doc.unset) throw new Error(`${name}: say what unset means (\`unset\`) or give it a \`default\` in src/foundation/environment.ts`);
     return { name, doc, accepts, byDefault: doc.default !== undefined ? `Default: ${code(doc.default)}` : `Unset: ${doc.unset}` };
   });
 }

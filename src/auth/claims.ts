@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 
 /**
  * Ids (tenant, subject, scope ids) are strings of 1–128 characters (DESIGN §3), storable as

@@ -8,7 +8,7 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from 'jose';
-import type { Config } from '../config.ts';
+import type { Config } from '../foundation/config.ts';
 import { AppError } from '../errors.ts';
 import { claimsSchema } from './claims.ts';
 import type { Principal } from './permissions.ts';

@@ -1,11 +1,5 @@
 import type { Sql } from 'postgres';
-
-/**
- * How `mnemo migrate` treats a Citus cluster (MNEMO_DISTRIBUTED): `auto` (the default) distributes
- * the tables when the database has the `citus` extension, `citus` insists on it (and fails without
- * the extension), `off` leaves every table on the coordinator even where Citus is installed.
- */
-export type DistributionSetting = 'auto' | 'citus' | 'off';
+import type { DistributionSetting } from '../foundation/config.ts';
 
 /**
  * The global tables: one copy on every node (Citus reference tables), so a statement on a tenant's

@@ -2,7 +2,8 @@ import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { migrate as applyMigrations } from 'drizzle-orm/postgres-js/migrator';
 import postgres, { type Sql } from 'postgres';
-import { type DistributionResult, type DistributionSetting, distributeTables } from './distribute.ts';
+import type { DistributionSetting } from '../foundation/config.ts';
+import { type DistributionResult, distributeTables } from './distribute.ts';
 
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url));
 

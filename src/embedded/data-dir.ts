@@ -19,8 +19,7 @@
  */
 import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
-
-export const DEFAULT_DATA_DIR = '.mnemo';
+import { DEFAULT_DATA_DIR } from '../foundation/environment.ts';
 
 /** A data directory this process will not use; the message is one line saying why and what to do. */
 export class DataDirectoryRefused extends Error {

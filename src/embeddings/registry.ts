@@ -1,4 +1,4 @@
-import type { Config } from '../config.ts';
+import type { Config } from '../foundation/config.ts';
 import type { Logger } from '../log.ts';
 import { createOpenAICompatProvider } from './openai-compat.ts';
 import type { EmbeddingProvider } from './provider.ts';

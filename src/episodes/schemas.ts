@@ -5,7 +5,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import { ScopeInputSchema, scopeKeys } from '../memory/schemas.ts';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 
 /** Lists longer than this need `limit`; counts are always complete. */
 export const REPORT_LIST_DEFAULT = 1000;

@@ -19,7 +19,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Principal } from '../auth/permissions.ts';
-import { type RateLimit, type RateLimitClass, type RateLimits, rateLimitClasses } from '../config.ts';
+import { type RateLimit, type RateLimitClass, type RateLimits, rateLimitClasses } from '../foundation/rate-limits.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { rateLimitFallback, rateLimitRejections } from '../metrics.ts';

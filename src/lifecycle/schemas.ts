@@ -5,7 +5,7 @@
 import { z } from '@hono/zod-openapi';
 import { jobStatuses } from '../db/schema/lifecycle.ts';
 import { IdSchema } from '../memory/schemas.ts';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 
 /** Exactly one of a fact, a person (subject) or a conversation. */
 export const ErasureRequestSchema = z

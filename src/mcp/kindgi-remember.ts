@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 import { remember, REMEMBER_TEXT_MAX } from '../memory/remember.ts';
 import { FactTypeSchema, IdSchema, TimestampSchema } from '../memory/schemas.ts';
-import type { RememberSettings } from '../memory/remember-settings.ts';
+import type { RememberSettings } from '../foundation/remember-settings.ts';
 import { defineTool, type Tool } from './tool.ts';
 
 const RememberedSchema = z.object({

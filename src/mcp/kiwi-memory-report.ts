@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { CoverageReport } from '../kiwifs/coverage.ts';
 import { coverageReport } from '../episodes/coverage-report.ts';
 import { CoverageReportSchema, REPORT_LIST_DEFAULT, REPORT_LIST_MAX } from '../episodes/schemas.ts';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 import { defineTool, type Tool } from './tool.ts';
 
 /** `kiwi_memory_report` (DESIGN §6): the episodic coverage report, as KiwiFS's MCP tool of that name. */

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { mcpScopeOf } from '../memory/remember.ts';
-import type { RememberSettings } from '../memory/remember-settings.ts';
+import type { RememberSettings } from '../foundation/remember-settings.ts';
 import { buildContext } from '../memory/prompt.ts';
 import { FactTypeSchema, QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/schemas.ts';
-import { textSchema } from '../db/storable.ts';
+import { textSchema } from '../foundation/storable.ts';
 import { defineTool, type Tool } from './tool.ts';
 
 /**

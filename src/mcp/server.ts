@@ -28,7 +28,7 @@ import { primaryReads, type ReadRouting } from '../http/read-routing.ts';
 import { openApiInfo } from '../http/openapi.ts';
 import type { Logger } from '../log.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../memory/remember-settings.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../foundation/remember-settings.ts';
 import type { QueryEmbedder } from '../memory/retrieve.ts';
 import { kindgiRemember } from './kindgi-remember.ts';
 import { kiwiMemoryReport } from './kiwi-memory-report.ts';

@@ -14,7 +14,7 @@ import { BadInput } from '../core/errors.ts';
 import { live, SCOPE_KEYS } from './conditions.ts';
 import { factsByIds, supersedeFact, writeFact } from './facts.ts';
 import { checkInstructionLike, type InstructionSignal } from './instruction-like.ts';
-import type { RememberSettings } from './remember-settings.ts';
+import type { RememberSettings } from '../foundation/remember-settings.ts';
 import type { Fact, ScopeInput } from './schemas.ts';
 
 export const REMEMBER_TEXT_MAX = 2000;

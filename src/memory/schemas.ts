@@ -4,9 +4,12 @@
  */
 import { z } from '@hono/zod-openapi';
 import { memoryKinds, reviewStates } from '../db/schema/facts.ts';
-import { CONTENT_MAX_DEPTH, textSchema, TimestampSchema, unstorableJson } from '../db/storable.ts';
+import { CONTENT_MAX_DEPTH, TIMESTAMP_MAX, TIMESTAMP_MIN, textSchema, timestampSchema, unstorableJson } from '../foundation/storable.ts';
 
-export { TimestampSchema } from '../db/storable.ts';
+export const TimestampSchema = timestampSchema().openapi({
+  example: '2026-01-31T12:00:00Z',
+  description: `An ISO 8601 date-time with offset, from ${TIMESTAMP_MIN} to ${TIMESTAMP_MAX} in UTC`,
+});
 
 export const CONTENT_MAX_BYTES = 64 * 1024;
 export const SUBJECTS_MAX = 20;

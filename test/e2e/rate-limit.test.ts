@@ -10,7 +10,7 @@ import { inject } from 'vitest';
 import type { Redis } from 'ioredis';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
-import { type RateLimits, rateLimitClasses } from '../../src/config.ts';
+import { type RateLimits, rateLimitClasses } from '../../src/foundation/rate-limits.ts';
 import { createRateLimiter, mcpToolClasses, routeClass } from '../../src/http/rate-limit.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger } from '../../src/log.ts';

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { inject } from 'vitest';
 import { createApp, type EmbeddingServices } from '../../src/app.ts';
-import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../../src/memory/remember-settings.ts';
+import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../../src/foundation/remember-settings.ts';
 import { answerMalformedRequests } from '../../src/http/connections.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';

@@ -6,7 +6,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { environmentVariables, loadConfig, loadMigrateConfig } from '../../src/config.ts';
+import { loadConfig, loadMigrateConfig } from '../../src/config.ts';
+import { environmentVariables } from '../../src/foundation/environment.ts';
 import { projectRoot } from '../helpers/process.ts';
 
 interface Service {

@@ -8,7 +8,8 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { referencePath, readElsewhere, renderConfigurationReference } from '../../scripts/config-reference.ts';
-import { ConfigError, environmentSettings, environmentVariables, loadConfig } from '../../src/config.ts';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+import { environmentSettings, environmentVariables } from '../../src/foundation/environment.ts';
 import { projectRoot } from '../helpers/process.ts';
 
 const committed = existsSync(referencePath) ? readFileSync(referencePath, 'utf8') : '';

@@ -6,8 +6,12 @@
  * (jsonb refuses them; a text column would silently store U+FFFD, so two different ids could
  * become one), content is bounded in depth (serializing it recurses), and timestamps stay in
  * the years PostgreSQL reads back from what the driver sends.
+ *
+ * Plain zod, so token claims and the database side need no HTTP framework. A wire schema that
+ * calls `.openapi(…)` on one of these imports `@hono/zod-openapi` itself: loading that module is
+ * what gives every zod schema the method (docs/decisions/0101-foundation-leaf.md).
  */
-import { z } from '@hono/zod-openapi';
+import { z } from 'zod';
 
 /** NUL, or a surrogate code unit without its pair (under /u a lone one is its own code point, in Cs). */
 const UNSTORABLE_CHARACTER = /[\u0000\p{Cs}]/u;
@@ -81,14 +85,19 @@ export const TIMESTAMP_MAX = '9999-12-31T23:59:59.999Z';
 const timestampMin = Date.parse(TIMESTAMP_MIN);
 const timestampMax = Date.parse(TIMESTAMP_MAX);
 
-export const TimestampSchema = z.iso
-  .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z' })
-  .refine(
-    (value) => {
-      const instant = Date.parse(value);
-      // Not a date-time at all: the format check above already says so.
-      return Number.isNaN(instant) || (instant >= timestampMin && instant <= timestampMax);
-    },
-    { message: `must be between ${TIMESTAMP_MIN} and ${TIMESTAMP_MAX} (UTC)` },
-  )
-  .openapi({ example: '2026-01-31T12:00:00Z', description: `An ISO 8601 date-time with offset, from ${TIMESTAMP_MIN} to ${TIMESTAMP_MAX} in UTC` });
+/**
+ * An instant the API stores. Its example and description for /openapi.json are the wire
+ * schemas' to add (src/memory/schemas.ts) with `.openapi(…)`: zod's own `.meta(…)` would put
+ * them into the MCP tools' JSON Schemas too.
+ */
+export const timestampSchema = () =>
+  z.iso
+    .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z' })
+    .refine(
+      (value) => {
+        const instant = Date.parse(value);
+        // Not a date-time at all: the format check above already says so.
+        return Number.isNaN(instant) || (instant >= timestampMin && instant <= timestampMax);
+      },
+      { message: `must be between ${TIMESTAMP_MIN} and ${TIMESTAMP_MAX} (UTC)` },
+    );

@@ -1,7 +1,7 @@
 /**
  * What `kindgi_remember` writes, and where (src/memory/remember.ts), with the defaults of a
- * deployment that sets none of MNEMO_MCP_*. A leaf, so configuration reads it without loading
- * the domain.
+ * deployment that sets none of MNEMO_MCP_*. In the foundation, so the configuration schema reads
+ * it without loading the domain.
  */
 export interface RememberSettings {
   /** The fact types an agent may remember (MNEMO_MCP_REMEMBER_TYPES). */
