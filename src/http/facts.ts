@@ -13,7 +13,7 @@ import {
   verifyFact,
   writeFact,
   writeFacts,
-} from '../memory/facts.ts';
+} from '../memory/facts/facts.ts';
 import {
   DeleteQuerySchema,
   FactIdParamSchema,

@@ -1,6 +1,6 @@
 /** SQL conditions over facts shared by listing and retrieval. */
 import { and, eq, gt, inArray, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
-import { facts } from '../db/schema.ts';
+import { facts } from '../../db/schema.ts';
 
 /** The scope keys below the tenant, in the order the schema lists them. */
 export const SCOPE_KEYS = ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const;

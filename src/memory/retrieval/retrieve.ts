@@ -4,20 +4,20 @@
  * `validAt`, valid then; all of it is in the SQL of each search.
  */
 import { and, desc, eq, isNull, type SQL } from 'drizzle-orm';
-import { visibleTo } from '../auth/permissions.ts';
-import { type Tx, withTenant } from '../db/client.ts';
-import { facts } from '../db/schema.ts';
-import { semanticWeightOf } from '../embeddings/registry.ts';
-import { EmbeddingsUnavailable } from '../embeddings/provider.ts';
-import { AppError } from '../errors.ts';
-import { retrievalDuration } from '../metrics.ts';
-import { appliesIn, live, namesSubject, typeIn, validAt } from './conditions.ts';
-import { type Caller, inTenantTransaction } from '../core/caller.ts';
-import { type ModelInfo, servingModel } from './fact-vectors.ts';
-import { ScopeMismatch } from '../core/errors.ts';
-import { factsAsOf, factsByIds } from './facts.ts';
+import { visibleTo } from '../../auth/permissions.ts';
+import { type Tx, withTenant } from '../../db/client.ts';
+import { facts } from '../../db/schema.ts';
+import { semanticWeightOf } from '../../embeddings/registry.ts';
+import { EmbeddingsUnavailable } from '../../embeddings/provider.ts';
+import { AppError } from '../../errors.ts';
+import { retrievalDuration } from '../../metrics.ts';
+import { appliesIn, live, namesSubject, typeIn, validAt } from '../facts/conditions.ts';
+import { type Caller, inTenantTransaction } from '../../core/caller.ts';
+import { type ModelInfo, servingModel } from '../facts/vectors.ts';
+import { ScopeMismatch } from '../../core/errors.ts';
+import { factsAsOf, factsByIds } from '../facts/facts.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
-import { type Fact, type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
+import { type Fact, type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from '../schemas.ts';
 import { semanticSearch } from './semantic.ts';
 
 /** RRF's k, and the least depth of each list fused (100 beat 40 on every measure when one list was weak). */
@@ -83,7 +83,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   if (body.memoryKind) filters.push(eq(facts.memoryKind, body.memoryKind));
   if (body.subjectKind && body.subjectId) filters.push(namesSubject(facts.subjects, body.subjectKind, body.subjectId));
   // Held for review (an agent remembered text that reads like an instruction): no mode returns
-  // it until a person verifies it (src/memory/remember.ts).
+  // it until a person verifies it (src/memory/remember/remember.ts).
   const corpus: SQL[] = [live(), notHeldForReview, ...filters];
   // Whether the searchable facts may be a small part of the tenant's: the semantic search then
   // counts them exactly before choosing its strategy (semantic.ts).

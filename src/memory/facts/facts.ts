@@ -10,19 +10,19 @@
 import { isDeepStrictEqual } from 'node:util';
 import { and, desc, eq, getTableColumns, gt, inArray, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import { canWrite, type Principal, scopeKind, visibleTo } from '../auth/permissions.ts';
-import { onCitus, pipelined, type Tx } from '../db/client.ts';
-import { factRevisions, facts, type ReviewState } from '../db/schema.ts';
-import { registerTenant } from '../db/tenants.ts';
+import { canWrite, type Principal, scopeKind, visibleTo } from '../../auth/permissions.ts';
+import { onCitus, pipelined, type Tx } from '../../db/client.ts';
+import { factRevisions, facts, type ReviewState } from '../../db/schema.ts';
+import { registerTenant } from '../../db/tenants.ts';
 import { live, namesSubject, SCOPE_KEYS, typeIn, validAt } from './conditions.ts';
-import { appendMergedFrom } from '../kiwifs/coverage.ts';
-import { assertNoErasureInProgress } from '../core/erasure-guard.ts';
-import { decodeCursor, pageOf } from '../core/cursor.ts';
-import { carryEmbeddings } from './fact-vectors.ts';
-import { AppError } from '../errors.ts';
-import { assertTenantAdmin, BadInput, ErasureInProgress, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../core/errors.ts';
-import { type Caller, inTenantTransaction } from '../core/caller.ts';
-import { uuidv7 } from '../core/ids.ts';
+import { appendMergedFrom } from '../../kiwifs/coverage.ts';
+import { assertNoErasureInProgress } from '../../core/erasure-guard.ts';
+import { decodeCursor, pageOf } from '../../core/cursor.ts';
+import { carryEmbeddings } from './vectors.ts';
+import { AppError } from '../../errors.ts';
+import { assertTenantAdmin, BadInput, ErasureInProgress, FactChanged, FactNotFound, LegalHold, PermissionDenied, ScopeMismatch } from '../../core/errors.ts';
+import { type Caller, inTenantTransaction } from '../../core/caller.ts';
+import { uuidv7 } from '../../core/ids.ts';
 import {
   type Fact,
   type FactList,
@@ -33,7 +33,7 @@ import {
   type SupersedeBody,
   type VerifyBody,
   type WriteFactBody,
-} from './schemas.ts';
+} from '../schemas.ts';
 
 type FactRow = typeof facts.$inferSelect;
 type RevisionRow = typeof factRevisions.$inferSelect;
@@ -167,13 +167,13 @@ export interface WriteOptions {
   erasureKey?: string | undefined;
   /**
    * Hold the fact for a person's review (`pending`), or clear a hold (null), when an agent's text
-   * reads like an instruction (src/memory/remember.ts); absent, a new fact is not held and a
+   * reads like an instruction (src/memory/remember/remember.ts); absent, a new fact is not held and a
    * supersede keeps the fact's state.
    */
   review?: ReviewState | null | undefined;
   /**
    * The trust of a supersede's new content. An agent's text is `unverified` however the fact
-   * stood (src/memory/remember.ts); absent, verified content becomes `asserted` and other trust
+   * stood (src/memory/remember/remember.ts); absent, verified content becomes `asserted` and other trust
    * stays (DESIGN §4).
    */
   trust?: 'unverified' | undefined;
