@@ -28,7 +28,7 @@ import {
   WriteFactBodySchema,
   WriteFactsBodySchema,
   WrittenFactsSchema,
-} from '../memory/schemas.ts';
+} from '../memory/facts/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { idempotent, type Outcome, sendOutcome as send } from './idempotency.ts';

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { mcpScopeOf } from '../memory/remember/remember.ts';
 import type { RememberSettings } from '../memory/remember-settings.ts';
 import { buildContext } from '../memory/retrieval/prompt.ts';
-import { FactTypeSchema, QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/schemas.ts';
+import { QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/retrieval/schemas.ts';
+import { FactTypeSchema } from '../memory/schemas.ts';
 import { textSchema } from '../db/storable.ts';
 import { defineTool, type Tool } from './tool.ts';
 

@@ -33,7 +33,7 @@ import {
   type SupersedeBody,
   type VerifyBody,
   type WriteFactBody,
-} from '../schemas.ts';
+} from './schemas.ts';
 
 type FactRow = typeof facts.$inferSelect;
 type RevisionRow = typeof factRevisions.$inferSelect;

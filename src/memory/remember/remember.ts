@@ -15,7 +15,8 @@ import { live, SCOPE_KEYS } from '../facts/conditions.ts';
 import { factsByIds, supersedeFact, writeFact } from '../facts/facts.ts';
 import { checkInstructionLike, type InstructionSignal } from './instruction-like.ts';
 import type { RememberSettings } from '../remember-settings.ts';
-import type { Fact, ScopeInput } from '../schemas.ts';
+import type { Fact } from '../facts/schemas.ts';
+import type { ScopeInput } from '../schemas.ts';
 
 export const REMEMBER_TEXT_MAX = 2000;
 

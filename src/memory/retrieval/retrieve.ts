@@ -17,7 +17,8 @@ import { type ModelInfo, servingModel } from '../facts/vectors.ts';
 import { ScopeMismatch } from '../../core/errors.ts';
 import { factsAsOf, factsByIds } from '../facts/facts.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
-import { type Fact, type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from '../schemas.ts';
+import type { Fact } from '../facts/schemas.ts';
+import { type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
 import { semanticSearch } from './semantic.ts';
 
 /** RRF's k, and the least depth of each list fused (100 beat 40 on every measure when one list was weak). */
