@@ -11,7 +11,7 @@ import { type Db, withTenant } from '../src/db/client.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { live } from '../src/memory/facts/conditions.ts';
 import { embedPending, type ModelInfo } from '../src/memory/facts/vectors.ts';
-import { writeFact } from '../src/memory/facts/facts.ts';
+import { writeFact } from '../src/memory/facts/insert.ts';
 import { keywordSearch, type RankedId } from '../src/memory/retrieval/keyword.ts';
 import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieval/retrieve.ts';
 import { semanticSearch } from '../src/memory/retrieval/semantic.ts';

@@ -4,16 +4,9 @@ import type { Caller } from '../core/caller.ts';
 import type { Db } from '../db/client.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { parseProvenanceHeader } from '../kiwifs/provenance.ts';
-import {
-  deleteFact,
-  listFacts,
-  listRevisions,
-  readFact,
-  supersedeFact,
-  verifyFact,
-  writeFact,
-  writeFacts,
-} from '../memory/facts/facts.ts';
+import { writeFact, writeFacts } from '../memory/facts/insert.ts';
+import { listFacts, listRevisions, readFact } from '../memory/facts/read.ts';
+import { deleteFact, supersedeFact, verifyFact } from '../memory/facts/revise.ts';
 import {
   DeleteQuerySchema,
   FactIdParamSchema,

@@ -18,7 +18,7 @@ import type { Principal } from '../../src/auth/permissions.ts';
 import { reembedJobId, scheduleBackfill, scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
 import { reembedQueue } from '../../src/jobs/queues.ts';
 import { embedPending, ensureConfiguredModel } from '../../src/memory/facts/vectors.ts';
-import { writeFact } from '../../src/memory/facts/facts.ts';
+import { writeFact } from '../../src/memory/facts/insert.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { startTestApi, type TestApi } from './api.ts';
 import { freePort, startProcess } from './process.ts';

@@ -16,7 +16,8 @@ import { type BullQueues, closeQueues, createQueues, defineQueue, embedQueue, re
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger } from '../../src/log.ts';
 import { embedPending, ensureConfiguredModel, type ModelInfo } from '../../src/memory/facts/vectors.ts';
-import { supersedeFact, writeFact } from '../../src/memory/facts/facts.ts';
+import { writeFact } from '../../src/memory/facts/insert.ts';
+import { supersedeFact } from '../../src/memory/facts/revise.ts';
 import { retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { registry } from '../../src/metrics.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { connect, type Database, withTenant } from '../../src/db/client.ts';
 import { registerModel } from '../../src/memory/facts/vectors.ts';
-import { writeFact } from '../../src/memory/facts/facts.ts';
+import { writeFact } from '../../src/memory/facts/insert.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/permissions.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { live } from '../../src/memory/facts/conditions.ts';
-import { deleteFact } from '../../src/memory/facts/facts.ts';
+import { deleteFact } from '../../src/memory/facts/revise.ts';
 import { keywordSearch } from '../../src/memory/retrieval/keyword.ts';
 import { keywordStatistics } from '../../src/memory/retrieval/term-statistics.ts';
 import { loadSyntheticFacts, previousKeywordSearch } from '../../bench/keyword-scale.ts';

@@ -15,7 +15,7 @@ import { appliesIn, live, namesSubject, typeIn, validAt } from '../facts/conditi
 import { type Caller, inTenantTransaction } from '../../core/caller.ts';
 import { type ModelInfo, servingModel } from '../facts/vectors.ts';
 import { ScopeMismatch } from '../../core/errors.ts';
-import { factsAsOf, factsByIds } from '../facts/facts.ts';
+import { factsAsOf, factsByIds } from '../facts/read.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
 import type { Fact } from '../facts/schemas.ts';
 import { type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
