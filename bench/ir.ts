@@ -13,7 +13,8 @@ import { live } from '../src/memory/facts/conditions.ts';
 import { embedPending, type ModelInfo } from '../src/memory/facts/vectors.ts';
 import { writeFact } from '../src/memory/facts/insert.ts';
 import { keywordSearch, type RankedId } from '../src/memory/retrieval/keyword.ts';
-import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieval/retrieve.ts';
+import { FUSION_DEPTH, fuse } from '../src/memory/retrieval/fusion.ts';
+import { type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieval/retrieve.ts';
 import { semanticSearch } from '../src/memory/retrieval/semantic.ts';
 
 /**
