@@ -5,20 +5,20 @@
  */
 import { and, desc, eq, isNull, type SQL } from 'drizzle-orm';
 import { visibleTo } from '../../auth/permissions.ts';
+import { type Caller, inTenantTransaction } from '../../core/caller.ts';
+import { ScopeMismatch } from '../../core/errors.ts';
 import { type Tx, withTenant } from '../../db/client.ts';
 import { facts } from '../../db/schema.ts';
-import { semanticWeightOf } from '../../embeddings/registry.ts';
 import { EmbeddingsUnavailable } from '../../embeddings/provider.ts';
+import { semanticWeightOf } from '../../embeddings/registry.ts';
 import { AppError } from '../../errors.ts';
 import { retrievalDuration } from '../../metrics.ts';
 import { appliesIn, live, namesSubject, typeIn, validAt } from '../facts/conditions.ts';
-import { type Caller, inTenantTransaction } from '../../core/caller.ts';
-import { type ModelInfo, servingModel } from '../facts/vectors.ts';
-import { ScopeMismatch } from '../../core/errors.ts';
 import { factsAsOf, factsByIds } from '../facts/read.ts';
+import type { Fact } from '../facts/schemas.ts';
+import { type ModelInfo, servingModel } from '../facts/vectors.ts';
 import { FUSION_DEPTH, fuse } from './fusion.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
-import type { Fact } from '../facts/schemas.ts';
 import { type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
 import { semanticSearch } from './semantic.ts';
 
