@@ -89,11 +89,36 @@ const entryOneWay = Object.entries(entryMayImport).map(([folder, allowed]) => {
   };
 });
 
+/**
+ * memory/'s own folders lean one way too: retrieval/ and remember/ build on facts/, never the
+ * reverse and never on each other; the files at memory/'s root (the wire schemas' shared pieces)
+ * import none of the folders.
+ */
+const memoryMayImport = { facts: [], retrieval: ['facts'], remember: ['facts'] };
+const memoryFolders = Object.keys(memoryMayImport);
+const memoryOneWay = [
+  ...Object.entries(memoryMayImport).map(([folder, allowed]) => ({
+    name: `memory-${folder}-one-way`,
+    comment: 'inside memory/ only retrieval → facts and remember → facts',
+    severity: 'error',
+    from: { path: `^src/memory/${folder}/` },
+    to: { path: `^src/memory/(${memoryFolders.filter((other) => other !== folder && !allowed.includes(other)).join('|')})/` },
+  })),
+  {
+    name: 'memory-root-imports-no-folder',
+    comment: "the files at memory/'s root are what its folders share, so they import none of them",
+    severity: 'error',
+    from: { path: '^src/memory/[^/]+\\.ts$' },
+    to: { path: '^src/memory/[^/]+/' },
+  },
+];
+
 module.exports = {
   forbidden: [
     ...upward,
     ...peersApart,
     ...entryOneWay,
+    ...memoryOneWay,
     {
       name: 'foundation-imports-nothing-of-ours',
       comment: 'src/foundation/ is below every layer: it imports npm packages and its own files, nothing else of src/ (docs/architecture.md)',

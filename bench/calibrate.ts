@@ -20,8 +20,8 @@ import { withDatabase } from '../src/db/url.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { ensureConfiguredModel } from '../src/memory/fact-vectors.ts';
-import { RRF_K } from '../src/memory/retrieve.ts';
+import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
+import { RRF_K } from '../src/memory/retrieval/fusion.ts';
 import { embedAll, embedderFor, fusedNdcg, fusionLists, indexCollection, IR_ROOT, loadCollection, singleListNdcg } from './ir.ts';
 
 /** Semantic weights tried (keyword weight 1). 0 is keyword alone; 1 is standard RRF. */

@@ -30,8 +30,8 @@ import { closeQueues, createQueues, embedQueue, type JobData } from '../src/jobs
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
 import { createLogger } from '../src/log.ts';
-import { ensureConfiguredModel } from '../src/memory/fact-vectors.ts';
-import { writeFact } from '../src/memory/facts.ts';
+import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
+import { writeFact } from '../src/memory/facts/insert.ts';
 import { startFakeEmbeddings } from '../test/faults/helpers/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';

@@ -22,10 +22,11 @@ import { LOCAL_MODEL } from '../src/foundation/local-model.ts';
 import { semanticWeightOf } from '../src/embeddings/registry.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { ensureConfiguredModel } from '../src/memory/fact-vectors.ts';
-import { FUSION_DEPTH, type QueryEmbedder, RRF_K, type RetrievalCaller } from '../src/memory/retrieve.ts';
+import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
+import { FUSION_DEPTH, RRF_K } from '../src/memory/retrieval/fusion.ts';
+import type { QueryEmbedder, RetrievalCaller } from '../src/memory/retrieval/retrieve.ts';
 import { withDatabase } from '../src/db/url.ts';
-import { EXACT_SCAN_LIMIT } from '../src/memory/semantic.ts';
+import { EXACT_SCAN_LIMIT } from '../src/memory/retrieval/semantic.ts';
 import {
   embedAll,
   embedderFor,

@@ -9,12 +9,13 @@ import { join } from 'node:path';
 import type { Principal } from '../src/auth/permissions.ts';
 import { type Db, withTenant } from '../src/db/client.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { live } from '../src/memory/conditions.ts';
-import { embedPending, type ModelInfo } from '../src/memory/fact-vectors.ts';
-import { writeFact } from '../src/memory/facts.ts';
-import { keywordSearch, type RankedId } from '../src/memory/keyword.ts';
-import { FUSION_DEPTH, fuse, type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieve.ts';
-import { semanticSearch } from '../src/memory/semantic.ts';
+import { live } from '../src/memory/facts/conditions.ts';
+import { embedPending, type ModelInfo } from '../src/memory/facts/vectors.ts';
+import { writeFact } from '../src/memory/facts/insert.ts';
+import { keywordSearch, type RankedId } from '../src/memory/retrieval/keyword.ts';
+import { FUSION_DEPTH, fuse } from '../src/memory/retrieval/fusion.ts';
+import { type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieval/retrieve.ts';
+import { semanticSearch } from '../src/memory/retrieval/semantic.ts';
 
 /**
  * Where `npm run bench` reads the full collections: `--ir-data=<dir>`, else MNEMO_IR_DATA, else

@@ -25,9 +25,9 @@ import { connect, type Db, type Tx, withTenant } from '../src/db/client.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { facts } from '../src/db/schema.ts';
 import { withDatabase } from '../src/db/url.ts';
-import { live } from '../src/memory/conditions.ts';
-import { BM25, keywordSearch } from '../src/memory/keyword.ts';
-import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from '../src/memory/search-query.ts';
+import { live } from '../src/memory/facts/conditions.ts';
+import { BM25, keywordSearch } from '../src/memory/retrieval/keyword.ts';
+import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from '../src/memory/retrieval/search-query.ts';
 import { IR_ROOT, loadCollection, percentile } from './ir.ts';
 
 export type KeywordMethod = 'mnemo' | 'previous' | 'ts_rank';

@@ -7,12 +7,12 @@
  * the model's first calls), then `rounds` times timed, one call at a time.
  */
 import { sql } from 'drizzle-orm';
-import { live } from '../src/memory/conditions.ts';
+import { live } from '../src/memory/facts/conditions.ts';
 import { withTenant } from '../src/db/client.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import type { ModelInfo } from '../src/memory/fact-vectors.ts';
-import { retrieve, type RetrievalCaller } from '../src/memory/retrieve.ts';
-import { type SemanticPlan, semanticSearch } from '../src/memory/semantic.ts';
+import type { ModelInfo } from '../src/memory/facts/vectors.ts';
+import { retrieve, type RetrievalCaller } from '../src/memory/retrieval/retrieve.ts';
+import { type SemanticPlan, semanticSearch } from '../src/memory/retrieval/semantic.ts';
 import { percentile, type SearchMode, SEARCH_MODES } from './ir.ts';
 
 export interface Latency {

@@ -24,7 +24,7 @@ import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
 import type { Logger } from './log.ts';
 import { MCP_PATH, mcpRoutes } from './mcp/server.ts';
 import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from './foundation/remember-settings.ts';
-import type { QueryEmbedder } from './memory/retrieve.ts';
+import type { QueryEmbedder } from './memory/retrieval/retrieve.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 /**

@@ -31,7 +31,7 @@ import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis } from './jobs/redis.ts';
 import { createLogger, type Logger, logUnhandledRejections } from './log.ts';
-import { warmUpInstructionCheck } from './memory/instruction-like.ts';
+import { warmUpInstructionCheck } from './memory/remember/instruction-like.ts';
 import { redactUrl } from './redact.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 import { createHandlerRegistry } from '../workers/registry.ts';

@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/client.ts';
 import { EmbeddingDimensionChanged, EmbeddingRequestRejected } from '../src/embeddings/provider.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
-import { computeNextBatch, listModels, storeBatch } from '../src/memory/fact-vectors.ts';
+import { computeNextBatch, listModels, storeBatch } from '../src/memory/facts/vectors.ts';
 import { scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';
 import type { embedQueue, Queues } from '../src/jobs/queues.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';

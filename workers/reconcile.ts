@@ -2,7 +2,7 @@ import type { Db } from '../src/db/client.ts';
 import { withTenant } from '../src/db/client.ts';
 import { forEachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
-import { coverage, ensureConfiguredModel, listModels, servingModel } from '../src/memory/fact-vectors.ts';
+import { coverage, ensureConfiguredModel, listModels, servingModel } from '../src/memory/facts/vectors.ts';
 import { recordReconcilePass } from '../src/metrics.ts';
 import { dispatchOutbox, pendingOutbox } from '../src/jobs/outbox.ts';
 import { scheduleBackfill, scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { Db } from '../src/db/client.ts';
 import { forEachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProviders } from '../src/embeddings/registry.ts';
-import { computeNextBatch, listModels, storeBatch, switchWhenCovered, totalCoverage } from '../src/memory/fact-vectors.ts';
+import { computeNextBatch, listModels, storeBatch, switchWhenCovered, totalCoverage } from '../src/memory/facts/vectors.ts';
 import type { reembedQueue } from '../src/jobs/queues.ts';
 import type { JobHandler } from '../src/jobs/worker.ts';
 import { failFastOnPermanent } from './embed.ts';

@@ -10,7 +10,7 @@ import { canonicalJson } from '../core/canonical-json.ts';
 import { fetchWithRetry, NoAnswer } from '../core/retrying-fetch.ts';
 import type { ProvenanceRef } from '../db/schema/facts.ts';
 import type { Draft } from '../kiwifs/facts-from-files.ts';
-import { PROVENANCE_MAX } from '../memory/schemas.ts';
+import { PROVENANCE_MAX } from '../memory/facts/schemas.ts';
 import { noAnswerFrom } from './args.ts';
 
 /** Facts per batch write, and bytes of write bodies (the API takes 1,000 facts, 16 MiB). */

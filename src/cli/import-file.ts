@@ -9,7 +9,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { type Fact, type FactList, MnemoError } from '../client/index.ts';
 import { type Draft, draftFact, mergedFromChanges } from '../kiwifs/facts-from-files.ts';
 import { readKnowledgeFile } from '../kiwifs/files.ts';
-import { PROVENANCE_MAX } from '../memory/schemas.ts';
+import { PROVENANCE_MAX } from '../memory/facts/schemas.ts';
 import { type Batcher, chunks, type Importer, StopImport, supersede } from './import-client.ts';
 
 /** The API takes request bodies up to 1 MiB (content up to 64 KiB): a larger file is not even read. */

@@ -13,7 +13,7 @@ import { createEmbeddingProviders } from '../embeddings/registry.ts';
 import { reembedJobId, scheduleBackfill } from '../jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, reembedQueue } from '../jobs/queues.ts';
 import { createRedis } from '../jobs/redis.ts';
-import { type Coverage, ensureConfiguredModel, totalCoverage } from '../memory/fact-vectors.ts';
+import { type Coverage, ensureConfiguredModel, totalCoverage } from '../memory/facts/vectors.ts';
 import { parseFlags } from './args.ts';
 import { pollUntilDone, progressBar, type ProgressView, progressLine } from './progress.ts';
 

@@ -22,18 +22,8 @@ import type { z } from 'zod';
 import type { CoverageReport } from '../kiwifs/coverage.ts';
 import type { ReportRequest, ReportStatus, ReportSummary } from '../episodes/schemas.ts';
 import type { ErasureStatus, ErasureTarget } from '../lifecycle/erasure.ts';
-import type {
-  ContextBodySchema,
-  ContextResult,
-  Fact,
-  FactList,
-  ListQuerySchema,
-  RetrieveBodySchema,
-  RetrieveResult,
-  SupersedeBodySchema,
-  VerifyBodySchema,
-  WriteFactBodySchema,
-} from '../memory/schemas.ts';
+import type { Fact, FactList, ListQuerySchema, SupersedeBodySchema, VerifyBodySchema, WriteFactBodySchema } from '../memory/facts/schemas.ts';
+import type { ContextBodySchema, ContextResult, RetrieveBodySchema, RetrieveResult } from '../memory/retrieval/schemas.ts';
 import { errorFromAnswer, MnemoConnectionError, type MnemoError, MnemoTimeoutError } from './errors.ts';
 
 export {

@@ -9,7 +9,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { visibleTo } from '../auth/permissions.ts';
 import { facts } from '../db/schema.ts';
 import { setLocal } from '../db/client.ts';
-import { appliesIn, live, type ScopeFilter } from '../memory/conditions.ts';
+import { appliesIn, live, type ScopeFilter } from '../memory/facts/conditions.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { type CoverageReport, type EpisodicFile, normalizeEpisodesPrefix, type Page } from '../kiwifs/coverage.ts';
 

@@ -17,7 +17,7 @@ import {
   ScheduleSchema,
 } from '../episodes/schemas.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import type { ScopeFilter } from '../memory/conditions.ts';
+import type { ScopeFilter } from '../memory/facts/conditions.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';

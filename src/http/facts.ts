@@ -4,16 +4,10 @@ import type { Caller } from '../core/caller.ts';
 import type { Db } from '../db/client.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { parseProvenanceHeader } from '../kiwifs/provenance.ts';
-import {
-  deleteFact,
-  listFacts,
-  listRevisions,
-  readFact,
-  supersedeFact,
-  verifyFact,
-  writeFact,
-  writeFacts,
-} from '../memory/facts.ts';
+import { writeFact, writeFacts } from '../memory/facts/insert.ts';
+import { listFacts, listRevisions, readFact } from '../memory/facts/read.ts';
+import { deleteFact, supersedeFact, verifyFact } from '../memory/facts/revise.ts';
+import type { WriteOptions } from '../memory/facts/write-rules.ts';
 import {
   DeleteQuerySchema,
   FactIdParamSchema,
@@ -28,10 +22,10 @@ import {
   WriteFactBodySchema,
   WriteFactsBodySchema,
   WrittenFactsSchema,
-} from '../memory/schemas.ts';
+} from '../memory/facts/schemas.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
-import { idempotent, type Outcome, sendOutcome as send } from './idempotency.ts';
+import { idempotent, sendOutcome as send } from './idempotency.ts';
 import { primaryReads, readFrom, type ReadOptions, type ReadRouting } from './read-routing.ts';
 import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { itemsValidationHook, validationHook } from './validation.ts';
@@ -221,36 +215,33 @@ export function factRoutes({ db, dispatch, erasureKey, reads = primaryReads(db) 
   // A fact asked for by id exists somewhere: missing on the replica, it may not have arrived yet.
   const byId = { notFoundAsksPrimary: true };
   /**
+   * Every write of facts: `verb` runs once per Idempotency-Key (http/idempotency.ts), in the key's
+   * transaction, with the request's provenance; its answer is stored for a replay, and sent.
    * New content wants a vector: queued once the write has committed, one request for the tenant
    * however many facts it wrote (the job reads them from Postgres). A replay or a refused write
-   * has no result, and queues nothing.
+   * has no result, and queues nothing; nor does a write that never changes content (`keepsContent`).
    */
-  const afterWrite = async (c: Context<AppEnv>, outcome: Outcome) => {
-    if (outcome.result === undefined) return;
-    await dispatch.embedding(principalOf(c).tenantId);
+  const write = async (
+    c: Context<AppEnv>,
+    body: unknown,
+    status: 200 | 201,
+    verb: (caller: Caller, options: WriteOptions) => Promise<unknown>,
+    { keepsContent = false } = {},
+  ) => {
+    const options = { provenance: provenanceFrom(c), erasureKey };
+    const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({ status, body: await verb({ ...callerOf(c), tx }, options) }));
+    if (!keepsContent && outcome.result !== undefined) await dispatch.embedding(principalOf(c).tenantId);
+    return send(c, outcome);
   };
 
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
     .openapi(writeRoute, async (c) => {
       const body = c.req.valid('json');
-      const provenance = provenanceFrom(c);
-      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
-        status: 201,
-        body: await writeFact({ ...callerOf(c), tx }, body, { provenance, erasureKey }),
-      }));
-      await afterWrite(c, outcome);
-      return send(c, outcome);
+      return write(c, body, 201, (caller, options) => writeFact(caller, body, options));
     })
     .openapi(writeBatchRoute, async (c) => {
       const body = c.req.valid('json');
-      const provenance = provenanceFrom(c);
-      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
-        status: 201,
-        body: { data: await writeFacts({ ...callerOf(c), tx }, body.facts, { provenance, erasureKey }) },
-      }));
-      // One request for the batch's vectors, not one per fact.
-      await afterWrite(c, outcome);
-      return send(c, outcome);
+      return write(c, body, 201, async (caller, options) => ({ data: await writeFacts(caller, body.facts, options) }));
     }, itemsValidationHook('facts'))
     .openapi(listRoute, async (c) => c.json(await readAs(c, (caller) => listFacts(caller, c.req.valid('query'))), 200))
     .openapi(readRoute, async (c) => {
@@ -260,22 +251,13 @@ export function factRoutes({ db, dispatch, erasureKey, reads = primaryReads(db) 
     .openapi(supersedeRoute, async (c) => {
       const { id } = c.req.valid('param');
       const body = c.req.valid('json');
-      const provenance = provenanceFrom(c);
-      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
-        status: 200,
-        body: await supersedeFact({ ...callerOf(c), tx }, id, body, { provenance, erasureKey }),
-      }));
-      await afterWrite(c, outcome);
-      return send(c, outcome);
+      return write(c, body, 200, (caller, options) => supersedeFact(caller, id, body, options));
     })
     .openapi(verifyRoute, async (c) => {
       const { id } = c.req.valid('param');
       const body = c.req.valid('json') ?? {};
-      const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({
-        status: 200,
-        body: await verifyFact({ ...callerOf(c), tx }, id, body),
-      }));
-      return send(c, outcome);
+      // Verifying changes trust, never content: the vectors are carried to the new version.
+      return write(c, body, 200, (caller) => verifyFact(caller, id, body), { keepsContent: true });
     })
     .openapi(deleteRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -1,10 +1,10 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Db } from '../db/client.ts';
-import { embeddingStatus } from '../memory/fact-vectors.ts';
-import { buildContext } from '../memory/prompt.ts';
-import { type QueryEmbedder, retrieve } from '../memory/retrieve.ts';
-import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/schemas.ts';
+import { embeddingStatus } from '../memory/facts/vectors.ts';
+import { buildContext } from '../memory/retrieval/prompt.ts';
+import { type QueryEmbedder, retrieve } from '../memory/retrieval/retrieve.ts';
+import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/retrieval/schemas.ts';
 import { redactUrl } from '../redact.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';

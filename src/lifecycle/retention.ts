@@ -12,7 +12,7 @@ import { and, eq, inArray, isNotNull, isNull, lte, sql } from 'drizzle-orm';
 import { dropExpiredRecords, dropRecordsShowingRemovedFacts } from '../core/idempotency.ts';
 import { type Db, withTenant } from '../db/client.ts';
 import { factEmbeddings, factRevisions, facts } from '../db/schema.ts';
-import { expireFact } from '../memory/facts.ts';
+import { expireFact } from '../memory/facts/revise.ts';
 
 export const SWEEP_BATCH = 500;
 

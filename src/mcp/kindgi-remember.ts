@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { textSchema } from '../foundation/storable.ts';
-import { remember, REMEMBER_TEXT_MAX } from '../memory/remember.ts';
+import { remember, REMEMBER_TEXT_MAX } from '../memory/remember/remember.ts';
 import { FactTypeSchema, IdSchema, TimestampSchema } from '../memory/schemas.ts';
 import type { RememberSettings } from '../foundation/remember-settings.ts';
 import { defineTool, type Tool } from './tool.ts';

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { mcpScopeOf } from '../memory/remember.ts';
+import { mcpScopeOf } from '../memory/remember/remember.ts';
 import type { RememberSettings } from '../foundation/remember-settings.ts';
-import { buildContext } from '../memory/prompt.ts';
-import { FactTypeSchema, QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/schemas.ts';
+import { buildContext } from '../memory/retrieval/prompt.ts';
+import { QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/retrieval/schemas.ts';
+import { FactTypeSchema } from '../memory/schemas.ts';
 import { textSchema } from '../foundation/storable.ts';
 import { defineTool, type Tool } from './tool.ts';
 

@@ -29,7 +29,7 @@ import { openApiInfo } from '../http/openapi.ts';
 import type { Logger } from '../log.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from '../foundation/remember-settings.ts';
-import type { QueryEmbedder } from '../memory/retrieve.ts';
+import type { QueryEmbedder } from '../memory/retrieval/retrieve.ts';
 import { kindgiRemember } from './kindgi-remember.ts';
 import { kiwiMemoryReport } from './kiwi-memory-report.ts';
 import { memoryRetrieve } from './memory-retrieve.ts';

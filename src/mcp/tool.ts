@@ -7,7 +7,7 @@ import { AppError } from '../errors.ts';
 import { databaseUnavailable } from '../db/errors.ts';
 import { errorBody } from '../http/errors.ts';
 import type { Logger } from '../log.ts';
-import type { QueryEmbedder } from '../memory/retrieve.ts';
+import type { QueryEmbedder } from '../memory/retrieval/retrieve.ts';
 
 /** What every tool call runs with: the caller (from the bearer token) and the services. */
 export interface ToolContext {

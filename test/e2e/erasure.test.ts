@@ -12,7 +12,7 @@ import { dispatchOutbox } from '../../src/jobs/outbox.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { queueDefinitions } from '../../src/jobs/queues.ts';
 import { requestErasure } from '../../src/lifecycle/erasure.ts';
-import { registerModel, storeEmbeddings } from '../../src/memory/fact-vectors.ts';
+import { registerModel, storeEmbeddings } from '../../src/memory/facts/vectors.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { startTestApi, TEST_ERASURE_KEY, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
 import { killProcess, startProcess } from '../helpers/process.ts';

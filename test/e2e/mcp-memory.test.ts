@@ -5,7 +5,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MEMORY_OPEN, MEMORY_CLOSE } from '../../src/memory/prompt.ts';
+import { MEMORY_OPEN, MEMORY_CLOSE } from '../../src/memory/retrieval/prompt.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { mcpClients } from '../helpers/mcp.ts';

@@ -15,7 +15,7 @@ import { createDispatcher } from '../../src/jobs/dispatcher.ts';
 import { startInProcessJobs } from '../../src/jobs/in-process.ts';
 import { type BullQueues, closeQueues, createQueues, type Queues, queueDefinitions } from '../../src/jobs/queues.ts';
 import { startWorkers } from '../../src/jobs/worker.ts';
-import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/fact-vectors.ts';
+import { coverage, ensureConfiguredModel, servingModel } from '../../src/memory/facts/vectors.ts';
 import { createHandlerRegistry } from '../../workers/registry.ts';
 import { mintDevToken } from '../../src/auth/dev-token.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';

@@ -19,8 +19,9 @@ import {
   type ModelInfo,
   registerModel,
   storeEmbeddings,
-} from '../../src/memory/fact-vectors.ts';
-import { deleteFact, supersedeFact, writeFact } from '../../src/memory/facts.ts';
+} from '../../src/memory/facts/vectors.ts';
+import { writeFact } from '../../src/memory/facts/insert.ts';
+import { deleteFact, supersedeFact } from '../../src/memory/facts/revise.ts';
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';

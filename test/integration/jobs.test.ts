@@ -14,7 +14,7 @@ import { closeQueues, createQueues, defineQueue, embedQueue, type BullQueues, ty
 import { createRedis } from '../../src/jobs/redis.ts';
 import { checkRegistry, HandlerRegistryError, type JobHandler, startWorkers } from '../../src/jobs/worker.ts';
 import { createLogger } from '../../src/log.ts';
-import { ensureConfiguredModel } from '../../src/memory/fact-vectors.ts';
+import { ensureConfiguredModel } from '../../src/memory/facts/vectors.ts';
 import { embedHandler } from '../../workers/embed.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';

@@ -17,8 +17,9 @@ import { withTenant } from '../../src/db/client.ts';
 import { writeExport } from '../../src/embedded/export.ts';
 import { type ExportHeader, publicTables } from '../../src/embedded/export-format.ts';
 import { restore, RestoreRefused } from '../../src/embedded/restore.ts';
-import { registerModel, storeEmbeddings } from '../../src/memory/fact-vectors.ts';
-import { deleteFact, supersedeFact, writeFact } from '../../src/memory/facts.ts';
+import { registerModel, storeEmbeddings } from '../../src/memory/facts/vectors.ts';
+import { writeFact } from '../../src/memory/facts/insert.ts';
+import { deleteFact, supersedeFact } from '../../src/memory/facts/revise.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { startProcess } from '../helpers/process.ts';
 

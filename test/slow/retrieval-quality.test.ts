@@ -25,12 +25,12 @@ import { type Db, type Tx, withTenant } from '../../src/db/client.ts';
 import { LOCAL_MODEL, type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider } from '../../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../../src/embeddings/provider.ts';
-import { live, typeIn } from '../../src/memory/conditions.ts';
-import { ensureConfiguredModel, type ModelInfo } from '../../src/memory/fact-vectors.ts';
+import { live, typeIn } from '../../src/memory/facts/conditions.ts';
+import { ensureConfiguredModel, type ModelInfo } from '../../src/memory/facts/vectors.ts';
 import { facts } from '../../src/db/schema.ts';
-import { type RetrievalCaller, retrieve } from '../../src/memory/retrieve.ts';
+import { type RetrievalCaller, retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { MEASURED_SEMANTIC_WEIGHTS } from '../../src/embeddings/registry.ts';
-import { EXACT_SCAN_LIMIT, type SemanticPlan, semanticSearch } from '../../src/memory/semantic.ts';
+import { EXACT_SCAN_LIMIT, type SemanticPlan, semanticSearch } from '../../src/memory/retrieval/semantic.ts';
 import {
   type Collection,
   embedAll,

@@ -7,7 +7,7 @@
  * (`npm run test:faults` prints them on a quiet machine, for docs/operations/reliability.md).
  */
 import { describe, expect, it } from 'vitest';
-import { CHECK_BUDGET_MS, checkInstructionLike } from '../../src/memory/instruction-like.ts';
+import { CHECK_BUDGET_MS, checkInstructionLike } from '../../src/memory/remember/instruction-like.ts';
 import { describeFigures, GENERAL_TEXTS, measureAdversarialTexts } from '../faults/helpers/adversarial-texts.ts';
 
 const GENEROUS_MS = 200;

@@ -9,10 +9,10 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { AN_ADDRESS, NOT_A_NAME, NOT_BE, instructionPatterns } from '../../src/memory/instruction-patterns.ts';
-import { linearRegex } from '../../src/memory/linear-regex.ts';
+import { AN_ADDRESS, NOT_A_NAME, NOT_BE, instructionPatterns } from '../../src/memory/remember/instruction-patterns.ts';
+import { linearRegex } from '../../src/memory/remember/linear-regex.ts';
 
-const ENTRY = fileURLToPath(new URL('../../src/memory/instruction-like.ts', import.meta.url));
+const ENTRY = fileURLToPath(new URL('../../src/memory/remember/instruction-like.ts', import.meta.url));
 
 /** The module and every module of ours it imports, however deep: all the check runs. */
 function modulesOf(entry: string): Map<string, ts.SourceFile> {

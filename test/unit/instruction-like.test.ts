@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { checkInstructionLike } from '../../src/memory/instruction-like.ts';
+import { checkInstructionLike } from '../../src/memory/remember/instruction-like.ts';
 
 interface Labelled {
   text: string;

@@ -3,19 +3,22 @@
  * `unverified`, asserted by the calling principal, kept `keepDays`, in the scope the token and the
  * server name (never the model's arguments). The same type and key from the same principal in
  * that scope supersedes the fact instead of adding another; the same text again is a replay.
- * Text that reads like an instruction is held for a person's review (src/memory/instruction-like.ts).
+ * Text that reads like an instruction is held for a person's review (instruction-like.ts).
  */
 import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import { isDeepStrictEqual } from 'node:util';
-import type { Principal } from '../auth/permissions.ts';
-import { facts } from '../db/schema.ts';
-import { type Caller, inTenantTransaction } from '../core/caller.ts';
-import { BadInput } from '../core/errors.ts';
-import { live, SCOPE_KEYS } from './conditions.ts';
-import { factsByIds, supersedeFact, writeFact } from './facts.ts';
+import type { Principal } from '../../auth/permissions.ts';
+import { facts } from '../../db/schema.ts';
+import { type Caller, inTenantTransaction } from '../../core/caller.ts';
+import { BadInput } from '../../core/errors.ts';
+import { live, SCOPE_KEYS } from '../facts/conditions.ts';
+import { writeFact } from '../facts/insert.ts';
+import { factsByIds } from '../facts/read.ts';
+import { supersedeFact } from '../facts/revise.ts';
 import { checkInstructionLike, type InstructionSignal } from './instruction-like.ts';
-import type { RememberSettings } from '../foundation/remember-settings.ts';
-import type { Fact, ScopeInput } from './schemas.ts';
+import type { RememberSettings } from '../../foundation/remember-settings.ts';
+import type { Fact } from '../facts/schemas.ts';
+import type { ScopeInput } from '../schemas.ts';
 
 export const REMEMBER_TEXT_MAX = 2000;
 

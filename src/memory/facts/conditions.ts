@@ -1,6 +1,7 @@
-/** SQL conditions over facts shared by listing and retrieval. */
+/** SQL conditions over facts shared by reads, revisions, retrieval and reports. */
 import { and, eq, gt, inArray, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
-import { facts } from '../db/schema.ts';
+import { type Principal, visibleTo } from '../../auth/permissions.ts';
+import { facts } from '../../db/schema.ts';
 
 /** The scope keys below the tenant, in the order the schema lists them. */
 export const SCOPE_KEYS = ['orgId', 'projectId', 'userId', 'participantId', 'threadId', 'sessionId'] as const;
@@ -8,6 +9,10 @@ export type ScopeFilter = Partial<Record<(typeof SCOPE_KEYS)[number], string>>;
 
 /** Not deleted, erased or swept, and not past its expiry. */
 export const live = (at: SQL = sql`now()`) => and(isNull(facts.invalidatedAt), or(isNull(facts.expiresAt), gt(facts.expiresAt, at)))!;
+
+/** The fact `id`, if the principal can see it and it is live: the condition of every lookup. */
+export const visibleLive = (principal: Principal, id: string) =>
+  and(eq(facts.tenantId, principal.tenantId), eq(facts.id, id), visibleTo(principal, facts), live());
 
 /** `[validFrom, validUntil]` contains `at`; an open end is unbounded, both ends inclusive. */
 export function validAt(columns: Pick<typeof facts, 'validFrom' | 'validUntil'>, at: Date): SQL {

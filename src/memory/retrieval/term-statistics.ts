@@ -9,7 +9,7 @@
  * content, ids or scopes (docs/decisions/0044-keyword-term-statistics.md).
  */
 import { sql } from 'drizzle-orm';
-import type { Tx } from '../db/client.ts';
+import type { Tx } from '../../db/client.ts';
 
 export interface KeywordStatistics {
   documents: number;

@@ -4,25 +4,23 @@
  * `validAt`, valid then; all of it is in the SQL of each search.
  */
 import { and, desc, eq, isNull, type SQL } from 'drizzle-orm';
-import { visibleTo } from '../auth/permissions.ts';
-import { type Tx, withTenant } from '../db/client.ts';
-import { facts } from '../db/schema.ts';
-import { semanticWeightOf } from '../embeddings/registry.ts';
-import { EmbeddingsUnavailable } from '../embeddings/provider.ts';
-import { AppError } from '../errors.ts';
-import { retrievalDuration } from '../metrics.ts';
-import { appliesIn, live, namesSubject, typeIn, validAt } from './conditions.ts';
-import { type Caller, inTenantTransaction } from '../core/caller.ts';
-import { type ModelInfo, servingModel } from './fact-vectors.ts';
-import { ScopeMismatch } from '../core/errors.ts';
-import { factsAsOf, factsByIds } from './facts.ts';
+import { visibleTo } from '../../auth/permissions.ts';
+import { type Caller, inTenantTransaction } from '../../core/caller.ts';
+import { ScopeMismatch } from '../../core/errors.ts';
+import { type Tx, withTenant } from '../../db/client.ts';
+import { facts } from '../../db/schema.ts';
+import { EmbeddingsUnavailable } from '../../embeddings/provider.ts';
+import { semanticWeightOf } from '../../embeddings/registry.ts';
+import { AppError } from '../../errors.ts';
+import { retrievalDuration } from '../../metrics.ts';
+import { appliesIn, live, namesSubject, typeIn, validAt } from '../facts/conditions.ts';
+import { factsAsOf, factsByIds } from '../facts/read.ts';
+import type { Fact } from '../facts/schemas.ts';
+import { type ModelInfo, servingModel } from '../facts/vectors.ts';
+import { FUSION_DEPTH, fuse } from './fusion.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
-import { type Fact, type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
+import { type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
 import { semanticSearch } from './semantic.ts';
-
-/** RRF's k, and the least depth of each list fused (100 beat 40 on every measure when one list was weak). */
-export const RRF_K = 60;
-export const FUSION_DEPTH = 100;
 
 export const SEMANTIC_UNAVAILABLE_MESSAGE =
   'Mode "semantic" searches by meaning, and this runtime has no embeddings. An operator turns them on with KINDGI_MEMORY_EMBEDDINGS; until then use "keyword".';
@@ -37,25 +35,6 @@ export interface QueryEmbedder {
 export interface RetrievalCaller extends Caller {
   /** Absent when this runtime has no embeddings. */
   embedder?: QueryEmbedder | undefined;
-}
-
-/**
- * Reciprocal rank fusion: `score = Σ w / (k + rank)`, ranks from 1 in each list. Equal scores keep
- * the order in which the lists first saw them (the first list before the second).
- */
-export function fuse(lists: readonly { ranked: readonly RankedId[]; weight: number }[], k = RRF_K): RankedId[] {
-  const scores = new Map<string, { score: number; seen: number }>();
-  let seen = 0;
-  for (const { ranked, weight } of lists) {
-    ranked.forEach(({ id }, index) => {
-      const entry = scores.get(id) ?? { score: 0, seen: seen++ };
-      entry.score += weight / (k + index + 1);
-      scores.set(id, entry);
-    });
-  }
-  return [...scores]
-    .sort(([, a], [, b]) => b.score - a.score || a.seen - b.seen)
-    .map(([id, { score }]) => ({ id, score }));
 }
 
 type Degraded = NonNullable<Journal['degraded']>;
@@ -83,7 +62,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   if (body.memoryKind) filters.push(eq(facts.memoryKind, body.memoryKind));
   if (body.subjectKind && body.subjectId) filters.push(namesSubject(facts.subjects, body.subjectKind, body.subjectId));
   // Held for review (an agent remembered text that reads like an instruction): no mode returns
-  // it until a person verifies it (src/memory/remember.ts).
+  // it until a person verifies it (src/memory/remember/remember.ts).
   const corpus: SQL[] = [live(), notHeldForReview, ...filters];
   // Whether the searchable facts may be a small part of the tenant's: the semantic search then
   // counts them exactly before choosing its strategy (semantic.ts).

@@ -12,13 +12,13 @@
  * `embedding_models` is global (a reference table there) and has no tenant.
  */
 import { and, eq, gt, inArray, sql } from 'drizzle-orm';
-import { inTenantTransaction, type Caller } from '../core/caller.ts';
-import { assertTenantAdmin } from '../core/errors.ts';
-import type { Db, Tx } from '../db/client.ts';
-import { withTenant } from '../db/client.ts';
-import { embeddingModels, factEmbeddings, facts } from '../db/schema.ts';
-import { forEachTenant } from '../db/tenants.ts';
-import { type EmbeddingProvider, embeddingText } from '../embeddings/provider.ts';
+import { inTenantTransaction, type Caller } from '../../core/caller.ts';
+import { assertTenantAdmin } from '../../core/errors.ts';
+import type { Db, Tx } from '../../db/client.ts';
+import { withTenant } from '../../db/client.ts';
+import { embeddingModels, factEmbeddings, facts } from '../../db/schema.ts';
+import { forEachTenant } from '../../db/tenants.ts';
+import { type EmbeddingProvider, embeddingText } from '../../embeddings/provider.ts';
 import { live } from './conditions.ts';
 
 export interface ModelInfo {

@@ -20,9 +20,9 @@
  *   up to CANDIDATES.max documents: past that the answer of that round is returned unproven.
  */
 import { and, type SQL, sql } from 'drizzle-orm';
-import { type Principal, visibleTo } from '../auth/permissions.ts';
-import type { Tx } from '../db/client.ts';
-import { facts } from '../db/schema.ts';
+import { type Principal, visibleTo } from '../../auth/permissions.ts';
+import type { Tx } from '../../db/client.ts';
+import { facts } from '../../db/schema.ts';
 import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from './search-query.ts';
 
 /**

@@ -3,7 +3,7 @@
  *
  * An agent writes what it remembers through MCP (`kindgi_remember`), and what it remembers may
  * come from a web page, an email or a user who wants the next conversation to obey them. The
- * `<memory>` block already tells the model that its content is data (src/memory/prompt.ts);
+ * `<memory>` block already tells the model that its content is data (src/memory/retrieval/prompt.ts);
  * this is the second wall: text that reads like an instruction is held for a person's review
  * (`review: "pending"`) and no retrieval returns it until someone verifies it.
  *

@@ -16,11 +16,11 @@
  */
 import { and, type SQL, sql } from 'drizzle-orm';
 import pgvector from 'pgvector';
-import { type Principal, visibleTo } from '../auth/permissions.ts';
-import { onCitus, setLocal, type Tx } from '../db/client.ts';
-import { facts } from '../db/schema.ts';
+import { type Principal, visibleTo } from '../../auth/permissions.ts';
+import { onCitus, setLocal, type Tx } from '../../db/client.ts';
+import { facts } from '../../db/schema.ts';
 import type { RankedId } from './keyword.ts';
-import type { ModelInfo } from './fact-vectors.ts';
+import type { ModelInfo } from '../facts/vectors.ts';
 
 /**
  * Up to this many candidates, an exact scan; above, the HNSW index. Measured (npm run bench, 512-d):
