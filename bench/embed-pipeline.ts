@@ -36,7 +36,7 @@ import { startFakeEmbeddings } from '../test/faults/helpers/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';
 import { loadAverage, type ScratchDatabase, withScratchDatabase } from './scratch-database.ts';
-import { sleep } from '../test/helpers/wait.ts';
+import { sleep } from '../support/wait.ts';
 
 export type EmbedScenario = 'raw' | 'backlog' | 'writes' | 'steady';
 

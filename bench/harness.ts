@@ -5,7 +5,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
@@ -13,6 +12,7 @@ import { connect, type Database } from '../src/db/client.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { withDatabase } from '../src/db/url.ts';
 import { createRedis } from '../src/jobs/redis.ts';
+import { freePort } from '../support/ports.ts';
 import { percentile } from './ir.ts';
 
 export const progress = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -150,16 +150,6 @@ export async function createScratch(env: Environment, label: string): Promise<Sc
   return { name, ownerUrl, appUrl, owner, app, queuePrefix };
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
 export const JWT_SECRET = randomBytes(24).toString('hex');
 

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { type Api, call, idempotencyKey, progress, type Scratch, throughput, tokenFor } from './harness.ts';
 import { textFor } from './synthetic.ts';
-import { sleep } from '../test/helpers/wait.ts';
+import { sleep } from '../support/wait.ts';
 
 export interface WriteRow {
   clients: number;

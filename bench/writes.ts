@@ -21,7 +21,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
@@ -29,7 +28,8 @@ import { mintDevToken } from '../src/auth/dev-token.ts';
 import { uuidv7 } from '../src/core/ids.ts';
 import { UNREACHED_RATE_LIMIT } from './harness.ts';
 import { withScratchDatabase } from './scratch-database.ts';
-import { sleep } from '../test/helpers/wait.ts';
+import { freePort } from '../support/ports.ts';
+import { sleep } from '../support/wait.ts';
 
 export type WriteMode = 'single' | 'single-keyed' | 'batch';
 
@@ -72,16 +72,6 @@ const factBody = (client: number, n: number) => ({
   content: { text: `client ${client} note ${n}: the delivery of spare part ${n % 97} moved to next week` },
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Runs `clients` loops of `once` for `seconds`; facts per second. */
 async function throughput(clients: number, seconds: number, factsPerCall: number, once: (client: number, n: number) => Promise<void>): Promise<number> {

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, projectRoot } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
+import { projectRoot } from '../helpers/process.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
 import { needs } from '../helpers/needs.ts';
 

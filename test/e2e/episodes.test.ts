@@ -8,7 +8,7 @@ import { reportHandler } from '../../workers/report.ts';
 import { createLogger } from '../../src/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { checkStreamedReport } from '../helpers/episodes-report.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 
 /** Episodic memory through the API (DESIGN §6): the KiwiFS fields, the report, background reports. */

@@ -9,7 +9,8 @@ import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
+import { type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
 import { needs } from '../helpers/needs.ts';
 
 describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {

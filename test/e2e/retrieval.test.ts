@@ -10,8 +10,9 @@ import { SEMANTIC_UNAVAILABLE_MESSAGE } from '../../src/memory/retrieve.ts';
 import { startTestApi, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, startProcess } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { startProcess } from '../helpers/process.ts';
+import { sleep } from '../../support/wait.ts';
 
 const WASHER = 'end-7 orders spare parts for a washing machine.';
 

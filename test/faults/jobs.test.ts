@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
 import { alive, type RunningProcess } from '../helpers/process.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 import { type JobsStack, startJobsStack } from './helpers/jobs-stack.ts';
 
 const note = (i: number, who: string) => ({

@@ -18,7 +18,7 @@ import { tokenFor } from '../helpers/api.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { alive, type RunningProcess, startProcess } from '../helpers/process.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from './helpers/postgres-cluster.ts';
 
 const STATEMENT_TIMEOUT_MS = 1000;

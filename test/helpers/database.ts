@@ -5,7 +5,7 @@ import { inject } from 'vitest';
 import { connect, type Database } from '../../src/db/client.ts';
 import type { CitusNodes } from '../citus/helpers/cluster.ts';
 import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
-import { sleep } from './wait.ts';
+import { sleep } from '../../support/wait.ts';
 
 export interface TestDatabase {
   name: string;

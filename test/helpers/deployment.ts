@@ -12,7 +12,8 @@ import { embedQueue, erasureQueue, type JobData, reconcileQueue } from '../../sr
 import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET } from './api.ts';
 import type { TestDatabase } from './database.ts';
-import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from './process.ts';
+import { freePort } from '../../support/ports.ts';
+import { killProcess, type RunningProcess, startProcess, stopProcess } from './process.ts';
 import { deleteKeysUnder } from './redis.ts';
 
 export interface DeploymentOptions {

@@ -20,7 +20,7 @@ import { reconcileHandler } from '../../workers/reconcile.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { eventually as eventuallyHolds, sleep } from '../helpers/wait.ts';
+import { eventually as eventuallyHolds, sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 
 const logger = createLogger('error');

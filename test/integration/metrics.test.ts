@@ -24,7 +24,7 @@ import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { parseMetrics, type Sample, valueOf } from '../helpers/metrics.ts';
-import { eventually } from '../helpers/wait.ts';
+import { eventually } from '../../support/wait.ts';
 
 const logger = createLogger('error');
 const metrics = async (): Promise<Sample[]> => parseMetrics(await registry.metrics());

@@ -17,7 +17,7 @@ import { tokenFor } from '../helpers/api.ts';
 import { startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../helpers/urls.ts';
-import { eventually } from '../helpers/wait.ts';
+import { eventually } from '../../support/wait.ts';
 import { type PgBouncer, startPgBouncer } from './helpers/pgbouncer.ts';
 
 /** What the server logs when a client binds a statement prepared on another server connection. */

@@ -19,9 +19,10 @@ import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from
 import { tokenFor } from '../helpers/api.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
+import { type RunningProcess, startProcess } from '../helpers/process.ts';
 import { deleteKeysUnder } from '../helpers/redis.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 import { type Replica, startReplica } from './helpers/replica.ts';
 
 const APPLY_DELAY_MS = 2000;

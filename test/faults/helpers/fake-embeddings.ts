@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { sleep } from '../../helpers/wait.ts';
+import { sleep } from '../../../support/wait.ts';
 
 export type FakeMode = { kind: 'ok' } | { kind: 'slow'; delayMs: number } | { kind: 'wrong-dims'; dims: number };
 

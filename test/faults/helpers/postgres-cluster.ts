@@ -15,8 +15,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { migrate } from '../../../src/db/migrate.ts';
-import { alive, freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { alive } from '../../helpers/process.ts';
+import { freePort } from '../../../support/ports.ts';
+import { sleep } from '../../../support/wait.ts';
 import { databaseUrl, TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../helpers/urls.ts';
 
 const run = promisify(execFile);

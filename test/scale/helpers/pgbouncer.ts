@@ -16,8 +16,8 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { freePort } from '../../../support/ports.ts';
+import { sleep } from '../../../support/wait.ts';
 
 export interface PgBouncerUser {
   name: string;

@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import type { PostgresCluster } from '../../faults/helpers/postgres-cluster.ts';
-import { alive, freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { alive } from '../../helpers/process.ts';
+import { freePort } from '../../../support/ports.ts';
+import { sleep } from '../../../support/wait.ts';
 
 const run = promisify(execFile);
 const pgBin = () => process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';

@@ -12,7 +12,8 @@
 import postgres, { type Sql } from 'postgres';
 import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../helpers/urls.ts';
 import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
-import { freePort, type RunningProcess, startProcess } from '../../helpers/process.ts';
+import { freePort } from '../../../support/ports.ts';
+import { type RunningProcess, startProcess } from '../../helpers/process.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from '../../faults/helpers/fake-embeddings.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../faults/helpers/postgres-cluster.ts';
 import { type PrivateRedis, startPrivateRedis } from '../../faults/helpers/redis-server.ts';
