@@ -3,9 +3,7 @@
  * the end, also on Ctrl-C), the API and the worker as their own processes (as operators run
  * them), tokens, HTTP calls, timing and percentiles.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { connect, type Database } from '../src/db/client.ts';
@@ -13,11 +11,10 @@ import { migrate } from '../src/db/migrate.ts';
 import { withDatabase } from '../src/db/url.ts';
 import { createRedis } from '../src/jobs/redis.ts';
 import { freePort } from '../support/ports.ts';
+import { type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
 import { percentile } from './ir.ts';
 
 export const progress = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
-
-const projectRoot = fileURLToPath(new URL('..', import.meta.url));
 
 export interface Percentiles {
   p50: number;
@@ -163,9 +160,6 @@ export interface Embeddings {
 
 function serviceEnv(env: Environment, scratch: Scratch, embeddings: Embeddings): Record<string, string> {
   return {
-    PATH: process.env.PATH ?? '',
-    // Never a developer's ./.env: only what the bench sets.
-    MNEMO_ENV_FILE: '',
     DATABASE_URL: scratch.appUrl,
     REDIS_URL: env.redisUrl,
     MNEMO_QUEUE_PREFIX: scratch.queuePrefix,
@@ -183,37 +177,22 @@ function serviceEnv(env: Environment, scratch: Scratch, embeddings: Embeddings):
 }
 
 export interface Service {
-  child: ChildProcess;
+  process: RunningProcess;
   stop(): Promise<void>;
 }
 
-function startService(entry: string, env: Record<string, string>, ready: RegExp): Promise<Service> {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+/** How long an API or worker may take to print its startup line: far more than it takes. */
+const SERVICE_START_TIMEOUT_MS = 300_000;
+
+async function startService(entry: string, env: Record<string, string>, ready: string): Promise<Service> {
+  const running = startNode(['--import', 'tsx', entry], env);
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await stopProcess(running);
   };
   cleanups.push(stop);
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (ready.test(out)) {
-        out = '';
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        resolve({ child, stop });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    void exited.then((code) => reject(new Error(`${entry} exited (${code}) before it was ready: ${out.slice(-2000)}`)));
-  });
+  await running.waitFor(ready, SERVICE_START_TIMEOUT_MS);
+  running.forgetOutput();
+  return { process: running, stop };
 }
 
 export interface Api extends Service {
@@ -222,12 +201,12 @@ export interface Api extends Service {
 
 export async function startApi(env: Environment, scratch: Scratch, embeddings: Embeddings): Promise<Api> {
   const port = await freePort();
-  const service = await startService('src/server.ts', { ...serviceEnv(env, scratch, embeddings), PORT: String(port) }, /api listening/);
+  const service = await startService('src/server.ts', { ...serviceEnv(env, scratch, embeddings), PORT: String(port) }, 'api listening');
   return { ...service, baseUrl: `http://127.0.0.1:${port}` };
 }
 
 export async function startWorker(env: Environment, scratch: Scratch, embeddings: Embeddings, extra: Record<string, string> = {}): Promise<Service> {
-  return startService('workers/index.ts', { ...serviceEnv(env, scratch, embeddings), ...extra }, /worker started/);
+  return startService('workers/index.ts', { ...serviceEnv(env, scratch, embeddings), ...extra }, 'worker started');
 }
 
 export async function tokenFor(tenantId: string): Promise<string> {

@@ -19,16 +19,15 @@
  *
  * Every client writes to its own tenant, as independent callers do.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { uuidv7 } from '../src/core/ids.ts';
 import { UNREACHED_RATE_LIMIT } from './harness.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 import { freePort } from '../support/ports.ts';
+import { hasExited, type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
 import { sleep } from '../support/wait.ts';
 
 export type WriteMode = 'single' | 'single-keyed' | 'batch';
@@ -61,7 +60,6 @@ export interface Row {
 }
 
 const SECRET = randomBytes(32).toString('hex');
-const projectRoot = fileURLToPath(new URL('..', import.meta.url));
 const STATEMENT_TIMEOUT_MS = 5000;
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -139,38 +137,29 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   return withScratchDatabase('writes', async ({ appUrl }) => {
   let raw: Sql | undefined;
-  let api: ChildProcess | undefined;
+  let api: RunningProcess | undefined;
   try {
     raw = postgres(appUrl, { max: 40, onnotice: () => {} });
 
     const port = await freePort();
-    api = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-      cwd: projectRoot,
-      env: {
-        PATH: process.env.PATH,
-        MNEMO_ENV_FILE: '',
-        PORT: String(port),
-        DATABASE_URL: appUrl,
-        REDIS_URL: redisUrl,
-        MNEMO_JWT_SECRET: SECRET,
-        MNEMO_QUEUE_PREFIX: `bench-writes-${runId}`,
-        MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
-        // Counted on every request as in production, so their cost is in the figures, but never reached.
-        MNEMO_RATE_LIMIT_WRITES: UNREACHED_RATE_LIMIT,
-        MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_RATE_LIMIT,
-        MNEMO_RATE_LIMIT_REPORTS: UNREACHED_RATE_LIMIT,
-        MNEMO_RATE_LIMIT_READS: UNREACHED_RATE_LIMIT,
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    api = startNode(['--import', 'tsx', 'src/server.ts'], {
+      PORT: String(port),
+      DATABASE_URL: appUrl,
+      REDIS_URL: redisUrl,
+      MNEMO_JWT_SECRET: SECRET,
+      MNEMO_QUEUE_PREFIX: `bench-writes-${runId}`,
+      MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+      // Counted on every request as in production, so their cost is in the figures, but never reached.
+      MNEMO_RATE_LIMIT_WRITES: UNREACHED_RATE_LIMIT,
+      MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_RATE_LIMIT,
+      MNEMO_RATE_LIMIT_REPORTS: UNREACHED_RATE_LIMIT,
+      MNEMO_RATE_LIMIT_READS: UNREACHED_RATE_LIMIT,
+      LOG_LEVEL: 'warn',
     });
-    let output = '';
-    api.stdout!.on('data', (chunk) => (output += chunk));
-    api.stderr!.on('data', (chunk) => (output += chunk));
     const baseUrl = `http://127.0.0.1:${port}`;
     for (let waited = 0; ; waited += 100) {
-      if (api.exitCode !== null) throw new Error(`the API exited: ${output}`);
-      if (waited > 60_000) throw new Error(`the API did not start: ${output}`);
+      if (hasExited(api)) throw new Error(`the API exited: ${api.stdout()}${api.stderr()}`);
+      if (waited > 60_000) throw new Error(`the API did not start: ${api.stdout()}${api.stderr()}`);
       const ready = await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false);
       if (ready) break;
       await sleep(100);
@@ -246,10 +235,7 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
     }
     return rows;
   } finally {
-    if (api && api.exitCode === null) {
-      api.kill('SIGTERM');
-      await new Promise((resolve) => api!.once('exit', resolve));
-    }
+    if (api) await stopProcess(api);
     await raw?.end({ timeout: 5 }).catch(() => {});
   }
   });

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort } from '../../support/ports.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
 import { needs } from '../helpers/needs.ts';
 

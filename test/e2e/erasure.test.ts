@@ -15,7 +15,8 @@ import { requestErasure } from '../../src/lifecycle/erasure.ts';
 import { registerModel, storeEmbeddings } from '../../src/memory/fact-vectors.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { startTestApi, TEST_ERASURE_KEY, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
-import { killProcess, startProcess } from '../helpers/process.ts';
+import { killProcess } from '../../support/processes.ts';
+import { startProcess } from '../helpers/process.ts';
 import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 

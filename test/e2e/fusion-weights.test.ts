@@ -10,7 +10,8 @@ import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort } from '../../support/ports.ts';
-import { type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { type RunningProcess, stopProcess } from '../../support/processes.ts';
+import { startProcess } from '../helpers/process.ts';
 import { needs } from '../helpers/needs.ts';
 
 describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {

@@ -24,7 +24,7 @@ import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { type RunningProcess, stopProcess } from '../helpers/process.ts';
+import { type RunningProcess, stopProcess } from '../../support/processes.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 
 const FACTS = '/v1/memory/facts';

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import { alive, type RunningProcess } from '../helpers/process.ts';
+import { alive, type RunningProcess } from '../../support/processes.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 import { type JobsStack, startJobsStack } from './helpers/jobs-stack.ts';

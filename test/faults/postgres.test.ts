@@ -17,7 +17,8 @@ import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../sr
 import { tokenFor } from '../helpers/api.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { alive, type RunningProcess, startProcess } from '../helpers/process.ts';
+import { alive, type RunningProcess } from '../../support/processes.ts';
+import { startProcess } from '../helpers/process.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from './helpers/postgres-cluster.ts';
 

@@ -13,7 +13,8 @@ import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET } from './api.ts';
 import type { TestDatabase } from './database.ts';
 import { freePort } from '../../support/ports.ts';
-import { killProcess, type RunningProcess, startProcess, stopProcess } from './process.ts';
+import { killProcess, type RunningProcess, stopProcess } from '../../support/processes.ts';
+import { startProcess } from './process.ts';
 import { deleteKeysUnder } from './redis.ts';
 
 export interface DeploymentOptions {

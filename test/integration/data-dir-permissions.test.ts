@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmbeddedServer } from '../../src/embedded/database.ts';
 import { freePort } from '../../support/ports.ts';
-import { nodeArgsFor, projectRoot } from '../helpers/process.ts';
+import { nodeArgsFor } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 const asRoot = process.getuid?.() === 0;
 // Traversable by everyone (mkdtemp makes 0700), so that only the data directory's own mode can

@@ -13,7 +13,8 @@ import {
 } from '../../src/embeddings/provider.ts';
 import { failFastOnPermanent } from '../../workers/embed.ts';
 import { createTestDatabase } from '../helpers/database.ts';
-import { runProcess, stopProcess, startProcess } from '../helpers/process.ts';
+import { runProcess, startProcess } from '../helpers/process.ts';
+import { stopProcess } from '../../support/processes.ts';
 import { removeQueuePrefix } from '../helpers/redis.ts';
 import { needs } from '../helpers/needs.ts';
 

@@ -38,7 +38,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
 import { type PrivateRedis, startPrivateRedis } from '../faults/helpers/redis-server.ts';
 import { freePort } from '../../support/ports.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 import { bashScript, pagesInOrder, readmeBlocks } from './readme-script.ts';
 
 const HOME_PORTS = { api: 3000, postgres: 5432, redis: 6379 };

@@ -19,7 +19,7 @@ import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../src/db/migrate.ts';
 import { Redis } from 'ioredis';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 import { buildEntryBundles } from './entry-bundles.ts';
 import { createEmbeddedTemplate } from './embedded-template.ts';
 import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../helpers/urls.ts';

@@ -18,7 +18,7 @@ import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
-import { alive, hasExited, type RunningProcess } from '../helpers/process.ts';
+import { alive, hasExited, type RunningProcess } from '../../support/processes.ts';
 import { keysUnder } from '../helpers/redis.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { environmentVariables, loadConfig, loadMigrateConfig } from '../../src/config.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 interface Service {
   image?: string;

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { referencePath, readElsewhere, renderConfigurationReference } from '../../scripts/config-reference.ts';
 import { ConfigError, environmentSettings, environmentVariables, loadConfig } from '../../src/config.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 const committed = existsSync(referencePath) ? readFileSync(referencePath, 'utf8') : '';
 

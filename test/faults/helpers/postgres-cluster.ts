@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { migrate } from '../../../src/db/migrate.ts';
-import { alive } from '../../helpers/process.ts';
+import { alive } from '../../../support/processes.ts';
 import { freePort } from '../../../support/ports.ts';
 import { sleep } from '../../../support/wait.ts';
 import { databaseUrl, TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../helpers/urls.ts';

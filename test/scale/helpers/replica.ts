@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import type { PostgresCluster } from '../../faults/helpers/postgres-cluster.ts';
-import { alive } from '../../helpers/process.ts';
+import { alive } from '../../../support/processes.ts';
 import { freePort } from '../../../support/ports.ts';
 import { sleep } from '../../../support/wait.ts';
 
