@@ -32,7 +32,7 @@ import { startWorkers } from '../src/jobs/worker.ts';
 import { createLogger } from '../src/log.ts';
 import { ensureConfiguredModel } from '../src/memory/fact-vectors.ts';
 import { writeFact } from '../src/memory/facts.ts';
-import { startFakeEmbeddings } from '../test/faults/helpers/fake-embeddings.ts';
+import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';
 import { loadAverage, type ScratchDatabase, withScratchDatabase } from './scratch-database.ts';

@@ -13,6 +13,7 @@ import { execSync } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, machine as arch, release, totalmem, type as osType } from 'node:os';
 import { join } from 'node:path';
+import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { IR_ROOT } from './ir.ts';
 import {
   cleanUp,
@@ -30,7 +31,7 @@ import {
 import { langGraphPuts, langGraphSearch, loadLangGraph, openLangGraph } from './langgraph.ts';
 import { renderMarkdown, renderSvg } from './results.ts';
 import { filteredRecall, type Mode, type RecallRow, searchSideBySide, type SearchRow } from './search-scale.ts';
-import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace, startSyntheticEmbeddings } from './synthetic.ts';
+import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace } from './synthetic.ts';
 import { type BatchRow, type EmbedRow, embedPipeline, type WriteRow, writesSideBySide } from './write-side.ts';
 
 export const SECTIONS = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph', 'quality'] as const;
@@ -222,7 +223,8 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
     if (needsApi || needsData) {
       progress(`scratch database, migrations…`);
       const scratch = await createScratch(env, 'sbs');
-      const embeddings = await startSyntheticEmbeddings(space, MODEL);
+      // The endpoint the API embeds queries through, and the worker facts: VectorSpace vectors, at once.
+      const embeddings = await startFakeEmbeddings({ model: MODEL, dims, vectorOf: (text) => space.embedText(text) });
       try {
         await scratch.owner`insert into embedding_models (model, dims, state, activated_at) values (${MODEL}, ${dims}, 'active', now())`;
         const api = needsApi ? await startApi(env, scratch, { url: embeddings.url, model: MODEL }) : null;

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createOpenAICompatProvider } from '../../src/embeddings/openai-compat.ts';
 import { ensureConfiguredModel } from '../../src/memory/fact-vectors.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';

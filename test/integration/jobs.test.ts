@@ -17,7 +17,7 @@ import { createLogger } from '../../src/log.ts';
 import { ensureConfiguredModel } from '../../src/memory/fact-vectors.ts';
 import { embedHandler } from '../../workers/embed.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { eventually as eventuallyHolds, sleep } from '../../support/wait.ts';

@@ -20,7 +20,7 @@ import { supersedeFact, writeFact } from '../../src/memory/facts.ts';
 import { retrieve } from '../../src/memory/retrieve.ts';
 import { registry } from '../../src/metrics.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { parseMetrics, type Sample, valueOf } from '../helpers/metrics.ts';

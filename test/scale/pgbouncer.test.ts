@@ -11,7 +11,7 @@
 import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { startDeployment } from '../helpers/deployment.ts';

@@ -15,7 +15,7 @@ import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
 import { freePort } from '../../../support/ports.ts';
 import type { RunningProcess } from '../../../support/processes.ts';
 import { startProcess } from '../../helpers/process.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../../support/fake-embeddings.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../faults/helpers/postgres-cluster.ts';
 import { type PrivateRedis, startPrivateRedis } from '../../faults/helpers/redis-server.ts';
 import { cpuSeconds, machineBusySeconds, postgresCpuSeconds } from './cpu.ts';
