@@ -35,7 +35,8 @@ import { writeFact } from '../src/memory/facts.ts';
 import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';
-import { loadAverage, type ScratchDatabase, withScratchDatabase } from './scratch-database.ts';
+import type { ConnectedDatabase } from '../support/database.ts';
+import { loadAverage, withScratchDatabase } from './harness.ts';
 import { sleep } from '../support/wait.ts';
 
 export type EmbedScenario = 'raw' | 'backlog' | 'writes' | 'steady';
@@ -116,16 +117,16 @@ export async function embedPipelineBench(options: { facts: number; log: (line: s
         const rows: Row[] = [];
         const rawTenant = `bench-raw-${randomBytes(3).toString('hex')}`;
         await bulkInsert(database, rawTenant, facts);
-        const texts = await database.owner<{ id: string; text: string }[]>`
+        const texts = await database.admin<{ id: string; text: string }[]>`
           select id, content->>'text' as text from facts where tenant_id = ${rawTenant} order by id`;
         const vectors = await providers.configured.embed(texts.map((t) => `acme note\n${t.text}`));
         const rawStarted = performance.now();
         for (let i = 0; i < texts.length; i += BATCH) {
           const values = texts.slice(i, i + BATCH).map((t, j) => ({ tenant: rawTenant, id: t.id, embedding: `[${vectors[i + j]!.join(',')}]` }));
-          await database.owner`
+          await database.admin`
             insert into fact_embeddings (tenant_id, fact_id, model, version, dims, embedding)
             select v.tenant, v.id::uuid, ${fake.model}, 1, ${DIMS}, v.embedding::vector
-            from jsonb_to_recordset(${database.owner.json(values)}) as v(tenant text, id text, embedding text)
+            from jsonb_to_recordset(${database.admin.json(values)}) as v(tenant text, id text, embedding text)
             on conflict (tenant_id, fact_id, model) do update set version = excluded.version, embedding = excluded.embedding
             where fact_embeddings.version < excluded.version`;
         }
@@ -184,8 +185,8 @@ export async function embedPipelineBench(options: { facts: number; log: (line: s
   }
 }
 
-async function bulkInsert(database: ScratchDatabase, tenantId: string, n: number): Promise<void> {
-  await database.owner.begin(async (sql) => {
+async function bulkInsert(database: ConnectedDatabase, tenantId: string, n: number): Promise<void> {
+  await database.admin.begin(async (sql) => {
     await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
     await sql`
       insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at)
@@ -197,10 +198,10 @@ async function bulkInsert(database: ScratchDatabase, tenantId: string, n: number
 }
 
 /** Waits until `n` facts of the tenant have their vector (polling every 20 ms; 10 minutes at most). */
-async function embedded(database: ScratchDatabase, tenantId: string, n: number): Promise<void> {
+async function embedded(database: ConnectedDatabase, tenantId: string, n: number): Promise<void> {
   const deadline = Date.now() + 600_000;
   for (;;) {
-    const [row] = await database.owner<{ n: number }[]>`
+    const [row] = await database.admin<{ n: number }[]>`
       select count(*)::int as n from fact_embeddings e join facts f on f.tenant_id = e.tenant_id and f.id = e.fact_id and f.version = e.version
       where e.tenant_id = ${tenantId}`;
     if (row!.n >= n) return;
@@ -209,8 +210,8 @@ async function embedded(database: ScratchDatabase, tenantId: string, n: number):
   }
 }
 
-async function lagsOf(database: ScratchDatabase, tenantId: string): Promise<number[]> {
-  const rows = await database.owner<{ ms: number }[]>`
+async function lagsOf(database: ConnectedDatabase, tenantId: string): Promise<number[]> {
+  const rows = await database.admin<{ ms: number }[]>`
     select extract(epoch from e.created_at - f.recorded_at) * 1000 as ms
     from fact_embeddings e join facts f on f.tenant_id = e.tenant_id and f.id = e.fact_id where e.tenant_id = ${tenantId}`;
   return rows.map((r) => Number(r.ms));

@@ -4,14 +4,12 @@
  * them), tokens, HTTP calls, timing and percentiles.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import postgres, { type Sql } from 'postgres';
+import { loadavg } from 'node:os';
 import { mintDevToken } from '../src/auth/dev-token.ts';
-import { connect, type Database } from '../src/db/client.ts';
-import { migrate } from '../src/db/migrate.ts';
-import { withDatabase } from '../src/db/url.ts';
-import { createRedis } from '../src/jobs/redis.ts';
+import { type ConnectedDatabase, createScratchDatabase } from '../support/database.ts';
 import { freePort } from '../support/ports.ts';
 import { type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
+import { removeQueuePrefix } from '../support/redis.ts';
 import { percentile } from './ir.ts';
 
 export const progress = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -54,6 +52,13 @@ export interface Environment {
   redisUrl: string;
 }
 
+/** DATABASE_ADMIN_URL or DATABASE_URL: a role that may create databases and roles. */
+export function databaseServer(env: NodeJS.ProcessEnv): string {
+  const serverUrl = env.DATABASE_ADMIN_URL ?? env.DATABASE_URL;
+  if (!serverUrl) throw new UsageError('needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');
+  return serverUrl;
+}
+
 /** DATABASE_URL (or DATABASE_ADMIN_URL) and REDIS_URL, or a message saying what is missing. */
 export function environment(env: NodeJS.ProcessEnv): Environment {
   const serverUrl = env.DATABASE_ADMIN_URL ?? env.DATABASE_URL;
@@ -64,12 +69,8 @@ export function environment(env: NodeJS.ProcessEnv): Environment {
 
 export class UsageError extends Error {}
 
-export interface Scratch {
-  name: string;
-  ownerUrl: string;
-  appUrl: string;
-  owner: Sql;
-  app: Database;
+/** The side-by-side run's scratch database, and the queue prefix its API and worker run under. */
+export interface Scratch extends ConnectedDatabase {
   queuePrefix: string;
 }
 
@@ -110,43 +111,34 @@ export function cleanUpOnSignal(): void {
   process.on('SIGTERM', onSignal);
 }
 
+/** The side-by-side run's scratch database: dropped with its roles and its Redis keys at the end or on Ctrl-C. */
 export async function createScratch(env: Environment, label: string): Promise<Scratch> {
-  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const name = `mnemo_bench_${runId}_${label}`.toLowerCase();
-  const appRole = { user: `mnemo_bench_${runId}`, password: randomBytes(12).toString('hex') };
-  const server = postgres(env.serverUrl, { max: 1, onnotice: () => {} });
-  await server.unsafe(`create database "${name}"`);
-  const queuePrefix = `mnemo-bench-${runId}`;
-  cleanups.push(async () => {
-    await server.unsafe(`drop database if exists "${name}" with (force)`);
-    const groups = await server<{ rolname: string }[]>`select rolname from pg_roles where rolname = ${`mnemo_app_${name}`}`;
-    for (const role of [...groups.map((g) => g.rolname), appRole.user]) await server.unsafe(`drop role if exists "${role}"`);
-    await server.end({ timeout: 5 });
-    const redis = createRedis(env.redisUrl, 'producer');
-    try {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${queuePrefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== '0');
-    } finally {
-      redis.disconnect();
-    }
-    progress(`dropped ${name} and its roles`);
-  });
-  const ownerUrl = withDatabase(env.serverUrl, name);
-  const appUrl = withDatabase(env.serverUrl, name, appRole);
-  await migrate({ adminUrl: ownerUrl, appUrl });
-  const owner = postgres(ownerUrl, { max: 4, onnotice: () => {} });
-  const app = connect(appUrl, { max: 40, applicationName: 'mnemo-bench' });
-  cleanups.push(async () => {
-    await app.close();
-    await owner.end({ timeout: 5 });
-  });
-  return { name, ownerUrl, appUrl, owner, app, queuePrefix };
+  const queuePrefix = `mnemo-bench-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const database = await createScratchDatabase(env.serverUrl, label, { app: 40, admin: 4, applicationName: 'mnemo-bench' }, (name, drop) =>
+    registerCleanup(async () => {
+      await drop();
+      await removeQueuePrefix(queuePrefix, env.redisUrl);
+      progress(`dropped ${name} and its roles`);
+    }),
+  );
+  return { ...database, queuePrefix };
 }
 
+/**
+ * A scratch database for one bench module (keyword-scale, writes, embed-pipeline, report-scale),
+ * dropped with its roles when `use` has finished, whatever happened.
+ */
+export async function withScratchDatabase<T>(label: string, use: (database: ConnectedDatabase) => Promise<T>): Promise<T> {
+  const database = await createScratchDatabase(databaseServer(process.env), label, { app: 10, admin: 2, applicationName: `mnemo-bench-${label}` });
+  try {
+    return await use(database);
+  } finally {
+    await database.drop();
+  }
+}
+
+/** The machine's 1-minute load average, reported beside every timing. */
+export const loadAverage = (): number => Math.round(loadavg()[0]! * 100) / 100;
 
 export const JWT_SECRET = randomBytes(24).toString('hex');
 

@@ -226,9 +226,9 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
       // The endpoint the API embeds queries through, and the worker facts: VectorSpace vectors, at once.
       const embeddings = await startFakeEmbeddings({ model: MODEL, dims, vectorOf: (text) => space.embedText(text) });
       try {
-        await scratch.owner`insert into embedding_models (model, dims, state, activated_at) values (${MODEL}, ${dims}, 'active', now())`;
+        await scratch.admin`insert into embedding_models (model, dims, state, activated_at) values (${MODEL}, ${dims}, 'active', now())`;
         const api = needsApi ? await startApi(env, scratch, { url: embeddings.url, model: MODEL }) : null;
-        const lg = has('langgraph') ? await openLangGraph(scratch.owner, scratch.ownerUrl, space) : null;
+        const lg = has('langgraph') ? await openLangGraph(scratch.admin, scratch.adminUrl, space) : null;
         try {
           if (needsData) {
             const mainToken = await tokenFor('bench-main');
@@ -239,7 +239,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
               loaded = size;
               const setup = {
                 api: api!,
-                owner: scratch.owner,
+                owner: scratch.admin,
                 space,
                 model: MODEL,
                 tenantId: 'bench-main',
@@ -267,7 +267,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
               }
               if (lg) {
                 progress(`langgraph: loading ${size} items…`);
-                await loadLangGraph(scratch.owner, lg, space, sentences, mainLoad(0, size));
+                await loadLangGraph(scratch.admin, lg, space, sentences, mainLoad(0, size));
                 const search = await langGraphSearch(lg, MAIN_CLUSTERS, queries, profile.rounds);
                 progress(`langgraph ${size}: search p50 ${search.p50.toFixed(1)} ms`);
                 run.langgraph.push({ size, search });
@@ -361,7 +361,7 @@ const mainLoad = (from: number, to: number): TenantLoad => ({ tenantId: 'bench-m
 
 /** Grows every tenant to its share of `size`, with the model's HNSW index rebuilt after. */
 async function growTo(scratch: Scratch, space: VectorSpace, sentences: readonly string[], from: number, size: number): Promise<void> {
-  const { owner } = scratch;
+  const { admin: owner } = scratch;
   const loads: TenantLoad[] = [mainLoad(from, size)];
   const otherClusters = Array.from({ length: 100 }, (_, i) => 100 + i);
   for (let t = 0; t < OTHER_TENANTS; t++) {

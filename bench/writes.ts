@@ -20,12 +20,11 @@
  * Every client writes to its own tenant, as independent callers do.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { uuidv7 } from '../src/core/ids.ts';
-import { UNREACHED_RATE_LIMIT } from './harness.ts';
-import { withScratchDatabase } from './scratch-database.ts';
+import { loadAverage, UNREACHED_RATE_LIMIT, withScratchDatabase } from './harness.ts';
+
 import { freePort } from '../support/ports.ts';
 import { hasExited, type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
 import { sleep } from '../support/wait.ts';
@@ -63,7 +62,6 @@ const SECRET = randomBytes(32).toString('hex');
 const STATEMENT_TIMEOUT_MS = 5000;
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const load = () => Math.round(loadavg()[0]! * 100) / 100;
 
 const factBody = (client: number, n: number) => ({
   type: 'bench.note',
@@ -224,7 +222,7 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
           api: Math.round(median(apiRates)),
           raw: Math.round(median(rawRates)),
           ratio: Math.round((median(apiRates) / median(rawRates)) * 100) / 100,
-          load: load(),
+          load: loadAverage(),
         };
         rows.push(row);
         log(

@@ -5,7 +5,7 @@ import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../h
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { freePort } from '../../support/ports.ts';
 import { runProcess, startProcess } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
+import { removeQueuePrefix } from '../../support/redis.ts';
 import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 
@@ -27,7 +27,7 @@ describe('processes as operators run them', () => {
   });
   afterAll(async () => {
     // The worker left its queues (and the reconcile scheduler) under this test's prefix.
-    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!);
+    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!, inject('redisUrl'));
     await t.drop();
   });
 

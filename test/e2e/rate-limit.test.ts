@@ -19,7 +19,7 @@ import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { isMemoryApiPath } from '../helpers/id-inputs.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { deleteKeysUnder } from '../helpers/redis.ts';
+import { deleteKeysUnder } from '../../support/redis.ts';
 import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 

@@ -15,7 +15,7 @@ import type { TestDatabase } from './database.ts';
 import { freePort } from '../../support/ports.ts';
 import { killProcess, type RunningProcess, stopProcess } from '../../support/processes.ts';
 import { startProcess } from './process.ts';
-import { deleteKeysUnder } from './redis.ts';
+import { deleteKeysUnder } from '../../support/redis.ts';
 
 export interface DeploymentOptions {
   /** The database the API and workers connect to as the app role (its URL); the caller drops it. */

@@ -22,7 +22,7 @@ import { uniqueTenant } from '../helpers/factories.ts';
 import { freePort } from '../../support/ports.ts';
 import type { RunningProcess } from '../../support/processes.ts';
 import { startProcess } from '../helpers/process.ts';
-import { deleteKeysUnder } from '../helpers/redis.ts';
+import { deleteKeysUnder } from '../../support/redis.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 import { type Replica, startReplica } from './helpers/replica.ts';
 

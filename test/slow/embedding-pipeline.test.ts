@@ -19,7 +19,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { alive, hasExited, type RunningProcess } from '../../support/processes.ts';
-import { keysUnder } from '../helpers/redis.ts';
+import { keysUnder } from '../../support/redis.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 
 describe('embedding pipeline: API and worker processes, Postgres, Redis, the real local model', () => {
