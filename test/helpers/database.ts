@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { inject } from 'vitest';
 import { type ConnectedDatabase, connectDatabase, createDatabase, type DatabaseUrls, dropDatabase } from '../../support/database.ts';
 import type { CitusNodes } from '../citus/helpers/cluster.ts';
-import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
+import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../../support/urls.ts';
 
 /**
  * A test file's database: its URLs, connections as the app role and as the owner, and `drop()`

@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { TEST_APP_ROLE } from '../helpers/urls.ts';
+import { TEST_APP_ROLE } from '../../support/urls.ts';
 import { eventually, sleep } from '../../support/wait.ts';
 import { SERVED_BY } from './helpers/haproxy.ts';
 import { type Answer, emptyLedger, FACT_TYPE, figures, formatFigures, type LoadRun, runLoad, type Tenant } from './helpers/load.ts';

@@ -22,7 +22,7 @@ import { Redis } from 'ioredis';
 import { projectRoot } from '../../support/processes.ts';
 import { buildEntryBundles } from './entry-bundles.ts';
 import { createEmbeddedTemplate } from './embedded-template.ts';
-import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../helpers/urls.ts';
+import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../../support/urls.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
