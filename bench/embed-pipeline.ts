@@ -38,6 +38,7 @@ import { percentile } from './ir.ts';
 import type { ConnectedDatabase } from '../support/database.ts';
 import { loadAverage, withScratchDatabase } from './harness.ts';
 import { sleep } from '../support/wait.ts';
+import { seedFacts } from '../support/seed.ts';
 
 export type EmbedScenario = 'raw' | 'backlog' | 'writes' | 'steady';
 
@@ -188,12 +189,16 @@ export async function embedPipelineBench(options: { facts: number; log: (line: s
 async function bulkInsert(database: ConnectedDatabase, tenantId: string, n: number): Promise<void> {
   await database.admin.begin(async (sql) => {
     await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-    await sql`
-      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at)
-      select ${tenantId}, gen_random_uuid(), 1, 'acme.note',
-             jsonb_build_object('text', ${tenantId} || ': note ' || i || ' about order ' || i * 7919 || ' and the parcel that went to the wrong depot'),
-             'asserted', 'service', 'bench', clock_timestamp(), clock_timestamp()
-      from generate_series(0, ${n - 1}) i`;
+    await seedFacts(sql, {
+      tenantId,
+      first: 0,
+      last: n - 1,
+      type: 'acme.note',
+      // As text() writes it for the other scenarios.
+      text: sql`${tenantId} || ': note ' || i || ' about order ' || i * 7919 || ' and the parcel that went to the wrong depot'`,
+      assertedBy: 'bench',
+      clock: 'clock_timestamp',
+    });
   });
 }
 

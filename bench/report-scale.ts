@@ -22,6 +22,7 @@ import { sql } from 'drizzle-orm';
 import { percentile } from './ir.ts';
 import type { ConnectedDatabase } from '../support/database.ts';
 import { loadAverage, withScratchDatabase } from './harness.ts';
+import { seedConsolidations, seedEpisodes } from '../support/seed.ts';
 
 export interface Row {
   episodes: number;
@@ -114,17 +115,9 @@ export async function load(database: ConnectedDatabase, episodes: number): Promi
   // In statements of 100,000 episodes, so a million does not build one huge transaction.
   for (let from = 1; from <= episodes; from += 100_000) {
     const to = Math.min(episodes, from + 99_999);
-    await database.admin`
-      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, episode_id, path)
-      select ${TENANT}, gen_random_uuid(), 1, 'kiwi.page', jsonb_build_object('text', 'episode ' || i), 'asserted', 'service', 'bench', now(), now(),
-             'episodic', 'ep-' || i, 'episodes/' || lpad(i::text, 7, '0') || '.md'
-      from generate_series(${from}::int, ${to}::int) i`;
+    await seedEpisodes(database.admin, { tenantId: TENANT, first: from, last: to, pathDigits: 7, assertedBy: 'bench' });
   }
-  await database.admin`
-    insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, merged_from)
-    select ${TENANT}, gen_random_uuid(), 1, 'kiwi.page', '{"text": "summary"}', 'asserted', 'service', 'bench', now(), now(), 'semantic',
-           (select jsonb_agg(jsonb_build_object('type', 'episode', 'id', 'ep-' || (c * 1000 + k))) from generate_series(1, 500) k)
-    from generate_series(0, ${episodes / 1000 - 1}::int) c`;
+  await seedConsolidations(database.admin, { tenantId: TENANT, episodes, assertedBy: 'bench' });
   await database.admin`vacuum analyze facts`;
 }
 
