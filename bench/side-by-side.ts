@@ -20,7 +20,6 @@ import {
   cleanUpOnSignal,
   createScratch,
   environment,
-  type Percentiles,
   progress,
   type Scratch,
   startApi,
@@ -30,12 +29,11 @@ import {
 } from './harness.ts';
 import { langGraphPuts, langGraphSearch, loadLangGraph, openLangGraph } from './langgraph.ts';
 import { renderMarkdown, renderSvg } from './results.ts';
-import { filteredRecall, type Mode, type RecallRow, searchSideBySide, type SearchRow } from './search-scale.ts';
+import { type Section, SECTIONS, type SideBySideRun } from './side-by-side-run.ts';
+import { filteredRecall, type Mode, searchSideBySide } from './search-scale.ts';
 import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace } from './synthetic.ts';
-import { type BatchRow, type EmbedRow, embedPipeline, type WriteRow, writesSideBySide } from './write-side.ts';
+import { embedPipeline, writesSideBySide } from './write-side.ts';
 
-export const SECTIONS = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph', 'quality'] as const;
-export type Section = (typeof SECTIONS)[number];
 
 interface Profile {
   sizes: number[];
@@ -82,35 +80,6 @@ Options:
 Examples:
   npm run bench -- --only=keyword,semantic,both --facts=10000
   npm run bench -- --size=full`;
-
-export interface LangGraphRow {
-  size: number;
-  search: Percentiles;
-}
-
-export interface SideBySideRun {
-  sizeLabel: string;
-  sizes: number[];
-  sections: Section[];
-  dims: number;
-  machine: { date: string; commit: string; uname: string; cpus: number; memoryGiB: number; loadBefore: string; loadAfter?: string };
-  otherTenantsNote: string;
-  clustersNote: string;
-  queriesNote: string;
-  search: (SearchRow & { load: number })[];
-  recall: RecallRow[];
-  writes: WriteRow[];
-  batch: BatchRow[];
-  writeSeconds: number;
-  embed: EmbedRow[];
-  langgraph: LangGraphRow[];
-  langgraphPuts: { clients: number; putsPerSecond: number }[];
-  langgraphVersion: string;
-  modules: Record<string, unknown>;
-  quality?: string;
-  notes: string[];
-  seconds: number;
-}
 
 export interface SideBySideOptions {
   sizeLabel: string;
