@@ -36,7 +36,7 @@ import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';
 import type { ConnectedDatabase } from '../support/database.ts';
-import { loadAverage, withScratchDatabase } from './harness.ts';
+import { loadAverage, runWhenMain, withScratchDatabase } from './harness.ts';
 import { sleep } from '../support/wait.ts';
 import { seedFacts } from '../support/seed.ts';
 
@@ -222,12 +222,7 @@ async function lagsOf(database: ConnectedDatabase, tenantId: string): Promise<nu
   return rows.map((r) => Number(r.ms));
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+runWhenMain(import.meta.url, () => {
   const facts = Number(process.argv[2] ?? 5000);
-  embedPipelineBench({ facts, log: (line) => process.stderr.write(`${line}\n`) })
-    .then((rows) => process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`))
-    .catch((error: unknown) => {
-      process.stderr.write(`${String(error instanceof Error ? error.stack : error)}\n`);
-      process.exitCode = 1;
-    });
-}
+  return embedPipelineBench({ facts, log: (line) => process.stderr.write(`${line}\n`) });
+});

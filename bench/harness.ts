@@ -226,3 +226,18 @@ export async function call(api: Api, token: string, method: string, path: string
 }
 
 export const idempotencyKey = () => ({ 'idempotency-key': randomUUID() });
+
+/**
+ * A bench module run on its own (`node --import tsx bench/<module>.ts …`): when `moduleUrl` is
+ * the script node was started with, runs `bench` and prints its rows as JSON on stdout, or the
+ * failure on stderr with exit code 1.
+ */
+export function runWhenMain(moduleUrl: string, bench: () => Promise<unknown>): void {
+  if (moduleUrl !== `file://${process.argv[1]}`) return;
+  bench()
+    .then((rows) => process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`))
+    .catch((error: unknown) => {
+      process.stderr.write(`${String(error instanceof Error ? error.stack : error)}\n`);
+      process.exitCode = 1;
+    });
+}

@@ -26,7 +26,7 @@ import { live } from '../src/memory/conditions.ts';
 import { BM25, keywordSearch } from '../src/memory/keyword.ts';
 import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from '../src/memory/search-query.ts';
 import { createScratchDatabase } from '../support/database.ts';
-import { databaseServer } from './harness.ts';
+import { databaseServer, runWhenMain } from './harness.ts';
 import { IR_ROOT, loadCollection, percentile } from './ir.ts';
 
 export type KeywordMethod = 'mnemo' | 'previous' | 'ts_rank';
@@ -226,8 +226,7 @@ export async function previousKeywordSearch(tx: Tx, principal: Principal, query:
   return rows.map((row) => ({ id: row.id, score: Number(row.score) }));
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+runWhenMain(import.meta.url, () => {
   const sizes = process.argv.slice(2).map(Number).filter((n) => n > 0);
-  const rows = await keywordScaleBench({ sizes: sizes.length > 0 ? sizes : [10_000], log: (line) => process.stderr.write(`${line}\n`) });
-  process.stdout.write(`${JSON.stringify(rows, null, 1)}\n`);
-}
+  return keywordScaleBench({ sizes: sizes.length > 0 ? sizes : [10_000], log: (line) => process.stderr.write(`${line}\n`) });
+});

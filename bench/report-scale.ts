@@ -21,7 +21,7 @@ import { connect, type Database, withTenant } from '../src/db/client.ts';
 import { sql } from 'drizzle-orm';
 import { percentile } from './ir.ts';
 import type { ConnectedDatabase } from '../support/database.ts';
-import { loadAverage, withScratchDatabase } from './harness.ts';
+import { loadAverage, runWhenMain, withScratchDatabase } from './harness.ts';
 import { seedConsolidations, seedEpisodes } from '../support/seed.ts';
 
 export interface Row {
@@ -129,12 +129,7 @@ async function tempBytes(database: ConnectedDatabase, app: Database): Promise<nu
   return Number(row!.bytes);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+runWhenMain(import.meta.url, () => {
   const episodes = Number(process.argv[2] ?? 100_000);
-  reportScaleBench({ episodes, log: (line) => process.stderr.write(`${line}\n`) })
-    .then((rows) => process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`))
-    .catch((error: unknown) => {
-      process.stderr.write(`${String(error instanceof Error ? error.stack : error)}\n`);
-      process.exitCode = 1;
-    });
-}
+  return reportScaleBench({ episodes, log: (line) => process.stderr.write(`${line}\n`) });
+});
