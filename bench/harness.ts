@@ -125,7 +125,7 @@ export async function createScratch(env: Environment, label: string): Promise<Sc
 }
 
 /**
- * A scratch database for one bench module (keyword-scale, writes, embed-pipeline, report-scale),
+ * A scratch database for one bench module (writes, embed-pipeline, report-scale),
  * dropped with its roles when `use` has finished, whatever happened.
  */
 export async function withScratchDatabase<T>(label: string, use: (database: ConnectedDatabase) => Promise<T>): Promise<T> {
