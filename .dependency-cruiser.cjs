@@ -141,6 +141,36 @@ module.exports = {
       from: {},
       to: { circular: true },
     },
+    // The harness (docs/testing.md, decision 0103): support/ is the one kit test/ and bench/ share,
+    // below both; checked by test/unit/harness-imports.test.ts.
+    {
+      name: 'bench-imports-no-test',
+      comment: 'bench/ takes what it shares with the tests from support/, never from test/',
+      severity: 'error',
+      from: { path: '^bench/' },
+      to: { path: '^test/' },
+    },
+    {
+      name: 'support-imports-no-test-or-bench',
+      comment: 'support/ sits below test/ and bench/: it imports src/ and itself only',
+      severity: 'error',
+      from: { path: '^support/' },
+      to: { path: '^(test|bench)/' },
+    },
+    {
+      name: 'support-runs-without-vitest',
+      comment: 'the bench runs support/ outside vitest: what needs vitest (inject, the run\'s setup) stays in test/',
+      severity: 'error',
+      from: { path: '^support/' },
+      to: { path: 'node_modules/(vitest|@vitest)/' },
+    },
+    {
+      name: 'product-imports-no-harness',
+      comment: 'src/ and workers/ never import the tests, the benchmarks or their kit',
+      severity: 'error',
+      from: { path: '^(src|workers)/' },
+      to: { path: '^(support|test|bench)/' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { needTags } from './test/setup/needs.ts';
+import { suiteDefaults } from './test/setup/suites.ts';
 
 /**
  * The Citus suite (`npm run test:citus`): the flows of `npm test` that make up the product (facts,
@@ -11,6 +11,7 @@ import { needTags } from './test/setup/needs.ts';
  */
 export default defineConfig({
   test: {
+    ...suiteDefaults,
     include: [
       'test/citus/**/*.test.ts',
       'test/e2e/facts.test.ts',
@@ -27,10 +28,6 @@ export default defineConfig({
       'test/integration/retention.test.ts',
     ],
     globalSetup: ['test/setup/citus.ts'],
-    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
-    tags: needTags,
-    reporters: ['default', './test/setup/needs-reporter.ts'],
-    pool: 'forks',
     fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 180_000,

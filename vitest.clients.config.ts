@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { needTags } from './test/setup/needs.ts';
+import { suiteDefaults } from './test/setup/suites.ts';
 
 /**
  * `npm run test:clients`: the clients in other languages (clients/), each running its own test
@@ -8,12 +8,8 @@ import { needTags } from './test/setup/needs.ts';
  */
 export default defineConfig({
   test: {
+    ...suiteDefaults,
     include: ['test/clients/**/*.test.ts'],
-    globalSetup: ['test/setup/global.ts'],
-    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
-    tags: needTags,
-    reporters: ['default', './test/setup/needs-reporter.ts'],
-    pool: 'forks',
     maxWorkers: 2,
     testTimeout: 300_000,
     hookTimeout: 180_000,

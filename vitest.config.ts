@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { needTags } from './test/setup/needs.ts';
+import { suiteDefaults } from './test/setup/suites.ts';
 
 /**
  * `npm test`: every behaviour, in a few minutes. Long runs of the same behaviours at full size
@@ -9,16 +9,12 @@ import { needTags } from './test/setup/needs.ts';
  */
 export default defineConfig({
   test: {
+    ...suiteDefaults,
     include: ['test/**/*.test.ts'],
     exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', 'test/citus/**', 'test/clients/**', '**/node_modules/**'],
-    globalSetup: ['test/setup/global.ts'],
-    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
-    tags: needTags,
-    reporters: ['default', './test/setup/needs-reporter.ts'],
     // Each file gets its own database (test/helpers/database.ts) and its own Redis queue prefix
-    // (test/helpers/redis.ts), so files run in parallel. Most of a file's time is spent waiting
+    // (support/redis.ts), so files run in parallel. Most of a file's time is spent waiting
     // on Postgres, Redis or a child process, so more files than cores keep both cores busy.
-    pool: 'forks',
     maxWorkers: 5,
     // A worker keeps the modules it loaded from one file to the next: each file importing the app
     // anew cost 139 s of import time across the run (36 s shared), and the suite is CPU-bound on

@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { needTags } from './test/setup/needs.ts';
+import { suiteDefaults } from './test/setup/suites.ts';
 
 /**
  * The fault-injection and adversarial suite (`npm run test:faults`): real processes on loopback,
@@ -8,12 +8,8 @@ import { needTags } from './test/setup/needs.ts';
  */
 export default defineConfig({
   test: {
+    ...suiteDefaults,
     include: ['test/faults/**/*.test.ts'],
-    globalSetup: ['test/setup/global.ts'],
-    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
-    tags: needTags,
-    reporters: ['default', './test/setup/needs-reporter.ts'],
-    pool: 'forks',
     fileParallelism: false,
     testTimeout: 180_000,
     hookTimeout: 180_000,

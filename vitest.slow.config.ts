@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { needTags } from './test/setup/needs.ts';
+import { suiteDefaults } from './test/setup/suites.ts';
 
 /**
  * `npm run test:slow`: the same behaviours as `npm test` at full size, where size is the point —
@@ -9,12 +9,8 @@ import { needTags } from './test/setup/needs.ts';
  */
 export default defineConfig({
   test: {
+    ...suiteDefaults,
     include: ['test/slow/**/*.test.ts'],
-    globalSetup: ['test/setup/global.ts'],
-    // Tests that need a server or Redis say so (test/helpers/needs.ts); the last line counts those skipped.
-    tags: needTags,
-    reporters: ['default', './test/setup/needs-reporter.ts'],
-    pool: 'forks',
     maxWorkers: 2,
     testTimeout: 300_000,
     hookTimeout: 900_000,

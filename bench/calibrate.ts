@@ -11,17 +11,14 @@
  * weight 1) and scored by mean nDCG@10. Prints the table and the weight to set; the scratch
  * databases and roles are dropped at the end.
  */
-import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
 import type { Principal } from '../src/auth/permissions.ts';
-import { connect } from '../src/db/client.ts';
-import { migrate } from '../src/db/migrate.ts';
-import { withDatabase } from '../src/db/url.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider } from '../src/embeddings/openai-compat.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
 import { RRF_K } from '../src/memory/retrieval/fusion.ts';
+import { createScratchDatabase } from '../support/database.ts';
+import { databaseServer } from './harness.ts';
 import { embedAll, embedderFor, fusedNdcg, fusionLists, indexCollection, IR_ROOT, loadCollection, singleListNdcg } from './ir.ts';
 
 /** Semantic weights tried (keyword weight 1). 0 is keyword alone; 1 is standard RRF. */
@@ -71,50 +68,33 @@ const admin = (tenantId: string): Principal => ({ tenantId, sub: 'calibrate', ro
 
 /** Sweeps the weights for `provider`'s model on each collection, one scratch database at a time. */
 export async function calibrate(serverUrl: string, provider: EmbeddingProvider, names: readonly string[], root = IR_ROOT): Promise<Calibration> {
-  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const appRole = { user: `mnemo_calib_${runId}`, password: randomBytes(12).toString('hex') };
-  const server = postgres(serverUrl, { max: 1, onnotice: () => {} });
   const collections: CollectionSweep[] = [];
-  try {
-    for (const name of names) {
-      const collection = loadCollection(name, root);
-      const database = `mnemo_calib_${runId}_${name.replace(/[^a-z0-9_]/gi, '_')}`.toLowerCase();
-      await server.unsafe(`create database "${database}"`);
-      try {
-        await migrate({ adminUrl: withDatabase(serverUrl, database), appUrl: withDatabase(serverUrl, database, appRole) });
-        const app = connect(withDatabase(serverUrl, database, appRole), { max: 2, applicationName: 'mnemo-calibrate' });
-        try {
-          const principal = admin(`calibrate-${name}`);
-          const model = await ensureConfiguredModel(app.db, provider);
-          progress(`${name}: writing ${collection.docs.length} facts…`);
-          const docOf = await indexCollection(app.db, principal, collection);
-          progress(`${name}: embedding them with ${model.model}…`);
-          await embedAll(app.db, provider, principal.tenantId, model, { expected: collection.docs.length });
-          const owner = postgres(withDatabase(serverUrl, database), { max: 1, onnotice: () => {} });
-          await owner`analyze facts`;
-          await owner`analyze fact_embeddings`;
-          await owner.end();
-          progress(`${name}: searching ${collection.queries.length} judged queries…`);
-          const lists = await fusionLists({ db: app.db, principal, embedder: embedderFor(provider) }, model, collection);
-          const both: number[] = [];
-          for (const semanticWeight of CALIBRATION_WEIGHTS) both.push(await fusedNdcg(collection, docOf, lists, { k: RRF_K, semanticWeight }));
-          collections.push({
-            name,
-            keyword: await singleListNdcg(collection, docOf, lists, 'keyword'),
-            semantic: await singleListNdcg(collection, docOf, lists, 'semantic'),
-            both,
-          });
-        } finally {
-          await app.close();
-        }
-      } finally {
-        await server.unsafe(`drop database if exists "${database}" with (force)`);
-        await server.unsafe(`drop role if exists "mnemo_app_${database}"`);
-      }
+  for (const name of names) {
+    const collection = loadCollection(name, root);
+    const database = await createScratchDatabase(serverUrl, `calib_${name.replace(/[^a-z0-9_]/gi, '_')}`, { app: 2, admin: 1, applicationName: 'mnemo-calibrate' });
+    try {
+      const { app } = database;
+      const principal = admin(`calibrate-${name}`);
+      const model = await ensureConfiguredModel(app.db, provider);
+      progress(`${name}: writing ${collection.docs.length} facts…`);
+      const docOf = await indexCollection(app.db, principal, collection);
+      progress(`${name}: embedding them with ${model.model}…`);
+      await embedAll(app.db, provider, principal.tenantId, model, { expected: collection.docs.length });
+      await database.admin`analyze facts`;
+      await database.admin`analyze fact_embeddings`;
+      progress(`${name}: searching ${collection.queries.length} judged queries…`);
+      const lists = await fusionLists({ db: app.db, principal, embedder: embedderFor(provider) }, model, collection);
+      const both: number[] = [];
+      for (const semanticWeight of CALIBRATION_WEIGHTS) both.push(await fusedNdcg(collection, docOf, lists, { k: RRF_K, semanticWeight }));
+      collections.push({
+        name,
+        keyword: await singleListNdcg(collection, docOf, lists, 'keyword'),
+        semantic: await singleListNdcg(collection, docOf, lists, 'semantic'),
+        both,
+      });
+    } finally {
+      await database.drop();
     }
-  } finally {
-    await server.unsafe(`drop role if exists "${appRole.user}"`).catch(() => undefined);
-    await server.end({ timeout: 5 });
   }
   return { weights: CALIBRATION_WEIGHTS, collections, ...chooseSemanticWeight(CALIBRATION_WEIGHTS, collections) };
 }
@@ -163,8 +143,7 @@ async function configuredProvider(env: NodeJS.ProcessEnv): Promise<{ provider: E
 
 /** The `--calibrate` run: the sweep's table on stdout, then the setting to use. */
 export async function runCalibration(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
-  const serverUrl = env.DATABASE_ADMIN_URL ?? env.DATABASE_URL;
-  if (!serverUrl) throw new Error('npm run bench -- --calibrate needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');
+  const serverUrl = databaseServer(env);
   const listed = argv.find((arg) => arg.startsWith('--collections='))?.slice('--collections='.length).split(',');
   const names = (listed ?? argv.filter((arg) => !arg.startsWith('-'))).filter(Boolean);
   const { provider, close } = await configuredProvider(env);

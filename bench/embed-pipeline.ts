@@ -32,11 +32,13 @@ import { startWorkers } from '../src/jobs/worker.ts';
 import { createLogger } from '../src/log.ts';
 import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
 import { writeFact } from '../src/memory/facts/insert.ts';
-import { startFakeEmbeddings } from '../test/faults/helpers/fake-embeddings.ts';
+import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { embedHandler } from '../workers/embed.ts';
 import { percentile } from './ir.ts';
-import { loadAverage, type ScratchDatabase, withScratchDatabase } from './scratch-database.ts';
-import { sleep } from '../test/helpers/wait.ts';
+import type { ConnectedDatabase } from '../support/database.ts';
+import { loadAverage, runWhenMain, withScratchDatabase } from './harness.ts';
+import { sleep } from '../support/wait.ts';
+import { seedFacts } from '../support/seed.ts';
 
 export type EmbedScenario = 'raw' | 'backlog' | 'writes' | 'steady';
 
@@ -116,16 +118,16 @@ export async function embedPipelineBench(options: { facts: number; log: (line: s
         const rows: Row[] = [];
         const rawTenant = `bench-raw-${randomBytes(3).toString('hex')}`;
         await bulkInsert(database, rawTenant, facts);
-        const texts = await database.owner<{ id: string; text: string }[]>`
+        const texts = await database.admin<{ id: string; text: string }[]>`
           select id, content->>'text' as text from facts where tenant_id = ${rawTenant} order by id`;
         const vectors = await providers.configured.embed(texts.map((t) => `acme note\n${t.text}`));
         const rawStarted = performance.now();
         for (let i = 0; i < texts.length; i += BATCH) {
           const values = texts.slice(i, i + BATCH).map((t, j) => ({ tenant: rawTenant, id: t.id, embedding: `[${vectors[i + j]!.join(',')}]` }));
-          await database.owner`
+          await database.admin`
             insert into fact_embeddings (tenant_id, fact_id, model, version, dims, embedding)
             select v.tenant, v.id::uuid, ${fake.model}, 1, ${DIMS}, v.embedding::vector
-            from jsonb_to_recordset(${database.owner.json(values)}) as v(tenant text, id text, embedding text)
+            from jsonb_to_recordset(${database.admin.json(values)}) as v(tenant text, id text, embedding text)
             on conflict (tenant_id, fact_id, model) do update set version = excluded.version, embedding = excluded.embedding
             where fact_embeddings.version < excluded.version`;
         }
@@ -184,23 +186,27 @@ export async function embedPipelineBench(options: { facts: number; log: (line: s
   }
 }
 
-async function bulkInsert(database: ScratchDatabase, tenantId: string, n: number): Promise<void> {
-  await database.owner.begin(async (sql) => {
+async function bulkInsert(database: ConnectedDatabase, tenantId: string, n: number): Promise<void> {
+  await database.admin.begin(async (sql) => {
     await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-    await sql`
-      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at)
-      select ${tenantId}, gen_random_uuid(), 1, 'acme.note',
-             jsonb_build_object('text', ${tenantId} || ': note ' || i || ' about order ' || i * 7919 || ' and the parcel that went to the wrong depot'),
-             'asserted', 'service', 'bench', clock_timestamp(), clock_timestamp()
-      from generate_series(0, ${n - 1}) i`;
+    await seedFacts(sql, {
+      tenantId,
+      first: 0,
+      last: n - 1,
+      type: 'acme.note',
+      // As text() writes it for the other scenarios.
+      text: sql`${tenantId} || ': note ' || i || ' about order ' || i * 7919 || ' and the parcel that went to the wrong depot'`,
+      assertedBy: 'bench',
+      clock: 'clock_timestamp',
+    });
   });
 }
 
 /** Waits until `n` facts of the tenant have their vector (polling every 20 ms; 10 minutes at most). */
-async function embedded(database: ScratchDatabase, tenantId: string, n: number): Promise<void> {
+async function embedded(database: ConnectedDatabase, tenantId: string, n: number): Promise<void> {
   const deadline = Date.now() + 600_000;
   for (;;) {
-    const [row] = await database.owner<{ n: number }[]>`
+    const [row] = await database.admin<{ n: number }[]>`
       select count(*)::int as n from fact_embeddings e join facts f on f.tenant_id = e.tenant_id and f.id = e.fact_id and f.version = e.version
       where e.tenant_id = ${tenantId}`;
     if (row!.n >= n) return;
@@ -209,19 +215,14 @@ async function embedded(database: ScratchDatabase, tenantId: string, n: number):
   }
 }
 
-async function lagsOf(database: ScratchDatabase, tenantId: string): Promise<number[]> {
-  const rows = await database.owner<{ ms: number }[]>`
+async function lagsOf(database: ConnectedDatabase, tenantId: string): Promise<number[]> {
+  const rows = await database.admin<{ ms: number }[]>`
     select extract(epoch from e.created_at - f.recorded_at) * 1000 as ms
     from fact_embeddings e join facts f on f.tenant_id = e.tenant_id and f.id = e.fact_id where e.tenant_id = ${tenantId}`;
   return rows.map((r) => Number(r.ms));
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+runWhenMain(import.meta.url, () => {
   const facts = Number(process.argv[2] ?? 5000);
-  embedPipelineBench({ facts, log: (line) => process.stderr.write(`${line}\n`) })
-    .then((rows) => process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`))
-    .catch((error: unknown) => {
-      process.stderr.write(`${String(error instanceof Error ? error.stack : error)}\n`);
-      process.exitCode = 1;
-    });
-}
+  return embedPipelineBench({ facts, log: (line) => process.stderr.write(`${line}\n`) });
+});

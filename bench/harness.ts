@@ -3,21 +3,16 @@
  * the end, also on Ctrl-C), the API and the worker as their own processes (as operators run
  * them), tokens, HTTP calls, timing and percentiles.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
-import postgres, { type Sql } from 'postgres';
+import { loadavg } from 'node:os';
 import { mintDevToken } from '../src/auth/dev-token.ts';
-import { connect, type Database } from '../src/db/client.ts';
-import { migrate } from '../src/db/migrate.ts';
-import { withDatabase } from '../src/db/url.ts';
-import { createRedis } from '../src/jobs/redis.ts';
+import { type ConnectedDatabase, createScratchDatabase } from '../support/database.ts';
+import { freePort } from '../support/ports.ts';
+import { type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
+import { removeQueuePrefix } from '../support/redis.ts';
 import { percentile } from './ir.ts';
 
 export const progress = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
-
-const projectRoot = fileURLToPath(new URL('..', import.meta.url));
 
 export interface Percentiles {
   p50: number;
@@ -57,6 +52,13 @@ export interface Environment {
   redisUrl: string;
 }
 
+/** DATABASE_ADMIN_URL or DATABASE_URL: a role that may create databases and roles. */
+export function databaseServer(env: NodeJS.ProcessEnv): string {
+  const serverUrl = env.DATABASE_ADMIN_URL ?? env.DATABASE_URL;
+  if (!serverUrl) throw new UsageError('needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');
+  return serverUrl;
+}
+
 /** DATABASE_URL (or DATABASE_ADMIN_URL) and REDIS_URL, or a message saying what is missing. */
 export function environment(env: NodeJS.ProcessEnv): Environment {
   const serverUrl = env.DATABASE_ADMIN_URL ?? env.DATABASE_URL;
@@ -67,12 +69,8 @@ export function environment(env: NodeJS.ProcessEnv): Environment {
 
 export class UsageError extends Error {}
 
-export interface Scratch {
-  name: string;
-  ownerUrl: string;
-  appUrl: string;
-  owner: Sql;
-  app: Database;
+/** The side-by-side run's scratch database, and the queue prefix its API and worker run under. */
+export interface Scratch extends ConnectedDatabase {
   queuePrefix: string;
 }
 
@@ -113,53 +111,34 @@ export function cleanUpOnSignal(): void {
   process.on('SIGTERM', onSignal);
 }
 
+/** The side-by-side run's scratch database: dropped with its roles and its Redis keys at the end or on Ctrl-C. */
 export async function createScratch(env: Environment, label: string): Promise<Scratch> {
-  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const name = `mnemo_bench_${runId}_${label}`.toLowerCase();
-  const appRole = { user: `mnemo_bench_${runId}`, password: randomBytes(12).toString('hex') };
-  const server = postgres(env.serverUrl, { max: 1, onnotice: () => {} });
-  await server.unsafe(`create database "${name}"`);
-  const queuePrefix = `mnemo-bench-${runId}`;
-  cleanups.push(async () => {
-    await server.unsafe(`drop database if exists "${name}" with (force)`);
-    const groups = await server<{ rolname: string }[]>`select rolname from pg_roles where rolname = ${`mnemo_app_${name}`}`;
-    for (const role of [...groups.map((g) => g.rolname), appRole.user]) await server.unsafe(`drop role if exists "${role}"`);
-    await server.end({ timeout: 5 });
-    const redis = createRedis(env.redisUrl, 'producer');
-    try {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${queuePrefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== '0');
-    } finally {
-      redis.disconnect();
-    }
-    progress(`dropped ${name} and its roles`);
-  });
-  const ownerUrl = withDatabase(env.serverUrl, name);
-  const appUrl = withDatabase(env.serverUrl, name, appRole);
-  await migrate({ adminUrl: ownerUrl, appUrl });
-  const owner = postgres(ownerUrl, { max: 4, onnotice: () => {} });
-  const app = connect(appUrl, { max: 40, applicationName: 'mnemo-bench' });
-  cleanups.push(async () => {
-    await app.close();
-    await owner.end({ timeout: 5 });
-  });
-  return { name, ownerUrl, appUrl, owner, app, queuePrefix };
+  const queuePrefix = `mnemo-bench-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const database = await createScratchDatabase(env.serverUrl, label, { app: 40, admin: 4, applicationName: 'mnemo-bench' }, (name, drop) =>
+    registerCleanup(async () => {
+      await drop();
+      await removeQueuePrefix(queuePrefix, env.redisUrl);
+      progress(`dropped ${name} and its roles`);
+    }),
+  );
+  return { ...database, queuePrefix };
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
+/**
+ * A scratch database for one bench module (writes, embed-pipeline, report-scale),
+ * dropped with its roles when `use` has finished, whatever happened.
+ */
+export async function withScratchDatabase<T>(label: string, use: (database: ConnectedDatabase) => Promise<T>): Promise<T> {
+  const database = await createScratchDatabase(databaseServer(process.env), label, { app: 10, admin: 2, applicationName: `mnemo-bench-${label}` });
+  try {
+    return await use(database);
+  } finally {
+    await database.drop();
+  }
 }
+
+/** The machine's 1-minute load average, reported beside every timing. */
+export const loadAverage = (): number => Math.round(loadavg()[0]! * 100) / 100;
 
 export const JWT_SECRET = randomBytes(24).toString('hex');
 
@@ -173,9 +152,6 @@ export interface Embeddings {
 
 function serviceEnv(env: Environment, scratch: Scratch, embeddings: Embeddings): Record<string, string> {
   return {
-    PATH: process.env.PATH ?? '',
-    // Never a developer's ./.env: only what the bench sets.
-    MNEMO_ENV_FILE: '',
     DATABASE_URL: scratch.appUrl,
     REDIS_URL: env.redisUrl,
     MNEMO_QUEUE_PREFIX: scratch.queuePrefix,
@@ -193,37 +169,22 @@ function serviceEnv(env: Environment, scratch: Scratch, embeddings: Embeddings):
 }
 
 export interface Service {
-  child: ChildProcess;
+  process: RunningProcess;
   stop(): Promise<void>;
 }
 
-function startService(entry: string, env: Record<string, string>, ready: RegExp): Promise<Service> {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+/** How long an API or worker may take to print its startup line: far more than it takes. */
+const SERVICE_START_TIMEOUT_MS = 300_000;
+
+async function startService(entry: string, env: Record<string, string>, ready: string): Promise<Service> {
+  const running = startNode(['--import', 'tsx', entry], env);
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await stopProcess(running);
   };
   cleanups.push(stop);
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (ready.test(out)) {
-        out = '';
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        resolve({ child, stop });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    void exited.then((code) => reject(new Error(`${entry} exited (${code}) before it was ready: ${out.slice(-2000)}`)));
-  });
+  await running.waitFor(ready, SERVICE_START_TIMEOUT_MS);
+  running.forgetOutput();
+  return { process: running, stop };
 }
 
 export interface Api extends Service {
@@ -232,12 +193,12 @@ export interface Api extends Service {
 
 export async function startApi(env: Environment, scratch: Scratch, embeddings: Embeddings): Promise<Api> {
   const port = await freePort();
-  const service = await startService('src/server.ts', { ...serviceEnv(env, scratch, embeddings), PORT: String(port) }, /api listening/);
+  const service = await startService('src/server.ts', { ...serviceEnv(env, scratch, embeddings), PORT: String(port) }, 'api listening');
   return { ...service, baseUrl: `http://127.0.0.1:${port}` };
 }
 
 export async function startWorker(env: Environment, scratch: Scratch, embeddings: Embeddings, extra: Record<string, string> = {}): Promise<Service> {
-  return startService('workers/index.ts', { ...serviceEnv(env, scratch, embeddings), ...extra }, /worker started/);
+  return startService('workers/index.ts', { ...serviceEnv(env, scratch, embeddings), ...extra }, 'worker started');
 }
 
 export async function tokenFor(tenantId: string): Promise<string> {
@@ -265,3 +226,18 @@ export async function call(api: Api, token: string, method: string, path: string
 }
 
 export const idempotencyKey = () => ({ 'idempotency-key': randomUUID() });
+
+/**
+ * A bench module run on its own (`node --import tsx bench/<module>.ts …`): when `moduleUrl` is
+ * the script node was started with, runs `bench` and prints its rows as JSON on stdout, or the
+ * failure on stderr with exit code 1.
+ */
+export function runWhenMain(moduleUrl: string, bench: () => Promise<unknown>): void {
+  if (moduleUrl !== `file://${process.argv[1]}`) return;
+  bench()
+    .then((rows) => process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`))
+    .catch((error: unknown) => {
+      process.stderr.write(`${String(error instanceof Error ? error.stack : error)}\n`);
+      process.exitCode = 1;
+    });
+}

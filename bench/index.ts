@@ -12,11 +12,7 @@
  * through retrieve() in each mode. Reports mean nDCG@10 per mode and latency percentiles; the
  * scratch databases and the roles are dropped at the end.
  */
-import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
 import type { Principal } from '../src/auth/permissions.ts';
-import { connect } from '../src/db/client.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
 import { LOCAL_MODEL } from '../src/foundation/local-model.ts';
 import { semanticWeightOf } from '../src/embeddings/registry.ts';
@@ -25,8 +21,8 @@ import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
 import { FUSION_DEPTH, RRF_K } from '../src/memory/retrieval/fusion.ts';
 import type { QueryEmbedder, RetrievalCaller } from '../src/memory/retrieval/retrieve.ts';
-import { withDatabase } from '../src/db/url.ts';
 import { EXACT_SCAN_LIMIT } from '../src/memory/retrieval/semantic.ts';
+import { createScratchDatabase } from '../support/database.ts';
 import {
   embedAll,
   embedderFor,
@@ -41,7 +37,7 @@ import {
   type SearchMode,
 } from './ir.ts';
 import { runCalibration } from './calibrate.ts';
-import { registerCleanup, UsageError } from './harness.ts';
+import { databaseServer, registerCleanup, UsageError } from './harness.ts';
 import { HELP, parseOptions, runSideBySide } from './side-by-side.ts';
 import { type Latency, measureRetrievalLatency, type RetrievalLatencies } from './latency.ts';
 
@@ -98,44 +94,7 @@ async function main(): Promise<void> {
 
 /** The quality section: the IR collections, one scratch database each; returns the tables. */
 async function runQuality(collections: readonly string[]): Promise<string> {
-  const serverUrl = process.env.DATABASE_ADMIN_URL ?? process.env.DATABASE_URL;
-  if (!serverUrl) throw new UsageError('needs DATABASE_URL (or DATABASE_ADMIN_URL): a role that may create databases and roles');
-
-  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const appRole = { user: `mnemo_bench_${runId}`, password: randomBytes(12).toString('hex') };
-  const server = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  const created: string[] = [];
-  let roleMayExist = false;
-
-  const dropDatabase = async (name: string) => {
-    await server.unsafe(`drop database if exists "${name}" with (force)`);
-    const at = created.indexOf(name);
-    if (at >= 0) created.splice(at, 1);
-  };
-  let cleaned = false;
-  const cleanup = async () => {
-    if (cleaned) return;
-    cleaned = true;
-    for (const name of [...created]) await dropDatabase(name).catch((e: unknown) => progress(`could not drop ${name}: ${String(e)}`));
-    if (roleMayExist) {
-      // The app groups migrate created, one per scratch database (mnemo_app_<database>), then the login role.
-      const groups = await server<{ rolname: string }[]>`
-        select rolname from pg_roles where starts_with(rolname, ${`mnemo_app_mnemo_bench_${runId}_`})`;
-      for (const role of [...groups.map((g) => g.rolname), appRole.user]) {
-        await server.unsafe(`drop role if exists "${role}"`).catch((e: unknown) => progress(`could not drop role ${role}: ${String(e)}`));
-      }
-    }
-    await server.end({ timeout: 5 });
-  };
-  let interrupted = false;
-  const onSignal = () => {
-    interrupted = true;
-  };
-  // The side-by-side bench's own handler exits on the signal; this one only keeps cleanup from running twice.
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  registerCleanup(cleanup);
-
+  const serverUrl = databaseServer(process.env);
   const embeddings = await startLocalEmbeddingsServer({ port: 0, log: progress });
   const provider = createOpenAICompatProvider({ url: embeddings.url, model: embeddings.model, batchSize: 64, timeoutMs: 120_000 });
 
@@ -143,34 +102,30 @@ async function runQuality(collections: readonly string[]): Promise<string> {
   try {
     for (const name of collections) {
       const collection = loadCollection(name, IR_ROOT);
-      const database = `mnemo_bench_${runId}_${name.replace(/[^a-z0-9_]/gi, '_')}`.toLowerCase();
-      progress(`${name}: ${collection.docs.length} docs, ${collection.queries.length} judged queries; database ${database}`);
-      await server.unsafe(`create database "${database}"`);
-      created.push(database);
-      roleMayExist = true;
-      await migrate({ adminUrl: withDatabase(serverUrl, database), appUrl: withDatabase(serverUrl, database, appRole) });
-      const app = connect(withDatabase(serverUrl, database, appRole), { max: 4, applicationName: 'mnemo-bench' });
+      // Dropped when the collection is done, or by the side-by-side bench's cleanup on Ctrl-C.
+      const database = await createScratchDatabase(
+        serverUrl,
+        name.replace(/[^a-z0-9_]/gi, '_'),
+        { app: 4, admin: 1, applicationName: 'mnemo-bench' },
+        (created, drop) => {
+          progress(`${name}: ${collection.docs.length} docs, ${collection.queries.length} judged queries; database ${created}`);
+          registerCleanup(drop);
+        },
+      );
       // Statistics after the bulk load, as autovacuum would gather them: without them the planner
       // takes each table for one row and never uses the HNSW index.
       const analyze = async () => {
-        const owner = postgres(withDatabase(serverUrl, database), { max: 1, onnotice: () => {} });
-        try {
-          await owner`analyze facts`;
-          await owner`analyze fact_embeddings`;
-        } finally {
-          await owner.end();
-        }
+        await database.admin`analyze facts`;
+        await database.admin`analyze fact_embeddings`;
       };
       try {
-        results.push(await benchCollection(app.db, provider, collection, analyze));
+        results.push(await benchCollection(database.app.db, provider, collection, analyze));
       } finally {
-        await app.close();
-        await dropDatabase(database);
+        await database.drop();
       }
     }
   } finally {
     await embeddings.close();
-    if (!interrupted) await cleanup();
   }
   return report(results);
 }

@@ -17,17 +17,16 @@
  * DATABASE_URL naming a role that may create databases and roles; the scratch database and roles
  * are dropped at the end. Standalone: `node --import tsx bench/keyword-scale.ts [size…]`.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { and, eq, type SQL, sql } from 'drizzle-orm';
-import postgres from 'postgres';
 import { type Principal, visibleTo } from '../src/auth/permissions.ts';
-import { connect, type Db, type Tx, withTenant } from '../src/db/client.ts';
-import { migrate } from '../src/db/migrate.ts';
+import { type Db, type Tx, withTenant } from '../src/db/client.ts';
 import { facts } from '../src/db/schema.ts';
-import { withDatabase } from '../src/db/url.ts';
 import { live } from '../src/memory/facts/conditions.ts';
 import { BM25, keywordSearch } from '../src/memory/retrieval/keyword.ts';
 import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from '../src/memory/retrieval/search-query.ts';
+import { createScratchDatabase } from '../support/database.ts';
+import { databaseServer, runWhenMain } from './harness.ts';
 import { IR_ROOT, loadCollection, percentile } from './ir.ts';
 
 export type KeywordMethod = 'mnemo' | 'previous' | 'ts_rank';
@@ -57,25 +56,16 @@ const admin = (tenantId: string): Principal => ({ tenantId, sub: 'bench', role: 
 
 export async function keywordScaleBench(options: { sizes: number[]; log: (line: string) => void }): Promise<Row[]> {
   const { sizes, log } = options;
-  const serverUrl = process.env.DATABASE_ADMIN_URL ?? process.env.DATABASE_URL;
-  if (!serverUrl) throw new Error('keywordScaleBench needs DATABASE_ADMIN_URL or DATABASE_URL: a role that may create databases and roles');
-
+  const serverUrl = databaseServer(process.env);
   const collections = COLLECTIONS.map((name) => loadCollection(name, IR_ROOT));
   const docs = collections.flatMap((c) => c.docs);
   const allQueries = collections.flatMap((c) => c.queries.map((q) => q.text));
   const queries = Array.from({ length: QUERIES }, (_, i) => allQueries[Math.floor((i * allQueries.length) / QUERIES)]!);
 
-  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const database = `mnemo_s_kw_${runId}`;
-  const appRole = { user: `mnemo_s_kw_${runId}`, password: randomBytes(12).toString('hex') };
-  const server = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  const owner = postgres(withDatabase(serverUrl, database), { max: 1, onnotice: () => {} });
-  let app: ReturnType<typeof connect> | undefined;
+  const database = await createScratchDatabase(serverUrl, 'keyword', { app: 2, admin: 1, applicationName: 'mnemo-bench-keyword' });
+  const { app, admin: owner } = database;
   const rows: Row[] = [];
   try {
-    await server.unsafe(`create database "${database}"`);
-    await migrate({ adminUrl: withDatabase(serverUrl, database), appUrl: withDatabase(serverUrl, database, appRole) });
-    app = connect(withDatabase(serverUrl, database, appRole), { max: 2, applicationName: 'mnemo-bench-keyword' });
     const main = 'kw-scale-main';
     const others = Array.from({ length: OTHER_TENANTS }, (_, i) => `kw-scale-other-${i}`);
     let loaded = 0;
@@ -97,12 +87,7 @@ export async function keywordScaleBench(options: { sizes: number[]; log: (line: 
       }
     }
   } finally {
-    await app?.close();
-    await owner.end();
-    await server.unsafe(`drop database if exists "${database}" with (force)`);
-    const groups = await server<{ rolname: string }[]>`select rolname from pg_roles where rolname = ${`mnemo_app_${database}`}`;
-    for (const role of [...groups.map((g) => g.rolname), appRole.user]) await server.unsafe(`drop role if exists "${role}"`);
-    await server.end({ timeout: 5 });
+    await database.drop();
   }
   return rows;
 }
@@ -241,8 +226,7 @@ export async function previousKeywordSearch(tx: Tx, principal: Principal, query:
   return rows.map((row) => ({ id: row.id, score: Number(row.score) }));
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+runWhenMain(import.meta.url, () => {
   const sizes = process.argv.slice(2).map(Number).filter((n) => n > 0);
-  const rows = await keywordScaleBench({ sizes: sizes.length > 0 ? sizes : [10_000], log: (line) => process.stderr.write(`${line}\n`) });
-  process.stdout.write(`${JSON.stringify(rows, null, 1)}\n`);
-}
+  return keywordScaleBench({ sizes: sizes.length > 0 ? sizes : [10_000], log: (line) => process.stderr.write(`${line}\n`) });
+});

@@ -20,7 +20,9 @@ import type { Principal } from '../src/auth/permissions.ts';
 import { connect, type Database, withTenant } from '../src/db/client.ts';
 import { sql } from 'drizzle-orm';
 import { percentile } from './ir.ts';
-import { loadAverage, type ScratchDatabase, withScratchDatabase } from './scratch-database.ts';
+import type { ConnectedDatabase } from '../support/database.ts';
+import { loadAverage, runWhenMain, withScratchDatabase } from './harness.ts';
+import { seedConsolidations, seedEpisodes } from '../support/seed.ts';
 
 export interface Row {
   episodes: number;
@@ -58,7 +60,7 @@ export async function reportScaleBench(options: { episodes: number; log: (line: 
   });
 }
 
-async function measureAll(database: ScratchDatabase, app: Database, episodes: number, log: (line: string) => void): Promise<Row[]> {
+async function measureAll(database: ConnectedDatabase, app: Database, episodes: number, log: (line: string) => void): Promise<Row[]> {
   {
 
     const measure = async (method: Row['method'], run: () => Promise<void>): Promise<Omit<Row, 'ratio'>> => {
@@ -108,39 +110,26 @@ async function measureAll(database: ScratchDatabase, app: Database, episodes: nu
   }
 }
 
-export async function load(database: ScratchDatabase, episodes: number): Promise<void> {
-  await database.owner`insert into tenants (id) values (${TENANT})`;
+export async function load(database: ConnectedDatabase, episodes: number): Promise<void> {
+  await database.admin`insert into tenants (id) values (${TENANT})`;
   // In statements of 100,000 episodes, so a million does not build one huge transaction.
   for (let from = 1; from <= episodes; from += 100_000) {
     const to = Math.min(episodes, from + 99_999);
-    await database.owner`
-      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, episode_id, path)
-      select ${TENANT}, gen_random_uuid(), 1, 'kiwi.page', jsonb_build_object('text', 'episode ' || i), 'asserted', 'service', 'bench', now(), now(),
-             'episodic', 'ep-' || i, 'episodes/' || lpad(i::text, 7, '0') || '.md'
-      from generate_series(${from}::int, ${to}::int) i`;
+    await seedEpisodes(database.admin, { tenantId: TENANT, first: from, last: to, pathDigits: 7, assertedBy: 'bench' });
   }
-  await database.owner`
-    insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, merged_from)
-    select ${TENANT}, gen_random_uuid(), 1, 'kiwi.page', '{"text": "summary"}', 'asserted', 'service', 'bench', now(), now(), 'semantic',
-           (select jsonb_agg(jsonb_build_object('type', 'episode', 'id', 'ep-' || (c * 1000 + k))) from generate_series(1, 500) k)
-    from generate_series(0, ${episodes / 1000 - 1}::int) c`;
-  await database.owner`vacuum analyze facts`;
+  await seedConsolidations(database.admin, { tenantId: TENANT, episodes, assertedBy: 'bench' });
+  await database.admin`vacuum analyze facts`;
 }
 
-async function tempBytes(database: ScratchDatabase, app: Database): Promise<number> {
+async function tempBytes(database: ConnectedDatabase, app: Database): Promise<number> {
   // A backend flushes its counters at most once a second: force the report connection's now.
   await app.sql`select pg_stat_force_next_flush()`;
   await app.sql`select 1`;
-  const [row] = await database.owner<{ bytes: string }[]>`select temp_bytes::text as bytes from pg_stat_database where datname = current_database()`;
+  const [row] = await database.admin<{ bytes: string }[]>`select temp_bytes::text as bytes from pg_stat_database where datname = current_database()`;
   return Number(row!.bytes);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+runWhenMain(import.meta.url, () => {
   const episodes = Number(process.argv[2] ?? 100_000);
-  reportScaleBench({ episodes, log: (line) => process.stderr.write(`${line}\n`) })
-    .then((rows) => process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`))
-    .catch((error: unknown) => {
-      process.stderr.write(`${String(error instanceof Error ? error.stack : error)}\n`);
-      process.exitCode = 1;
-    });
-}
+  return reportScaleBench({ episodes, log: (line) => process.stderr.write(`${line}\n`) });
+});

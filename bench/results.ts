@@ -3,7 +3,7 @@
  * and an SVG chart of search latency by size, drawn here (no plotting dependency).
  */
 import type { Percentiles } from './harness.ts';
-import type { LangGraphRow, SideBySideRun } from './side-by-side.ts';
+import type { LangGraphRow, SideBySideRun } from './side-by-side-run.ts';
 
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

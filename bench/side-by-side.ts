@@ -13,13 +13,13 @@ import { execSync } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, machine as arch, release, totalmem, type as osType } from 'node:os';
 import { join } from 'node:path';
+import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { IR_ROOT } from './ir.ts';
 import {
   cleanUp,
   cleanUpOnSignal,
   createScratch,
   environment,
-  type Percentiles,
   progress,
   type Scratch,
   startApi,
@@ -29,12 +29,11 @@ import {
 } from './harness.ts';
 import { langGraphPuts, langGraphSearch, loadLangGraph, openLangGraph } from './langgraph.ts';
 import { renderMarkdown, renderSvg } from './results.ts';
-import { filteredRecall, type Mode, type RecallRow, searchSideBySide, type SearchRow } from './search-scale.ts';
-import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace, startSyntheticEmbeddings } from './synthetic.ts';
-import { type BatchRow, type EmbedRow, embedPipeline, type WriteRow, writesSideBySide } from './write-side.ts';
+import { type Section, SECTIONS, type SideBySideRun } from './side-by-side-run.ts';
+import { filteredRecall, type Mode, searchSideBySide } from './search-scale.ts';
+import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace } from './synthetic.ts';
+import { embedPipeline, writesSideBySide } from './write-side.ts';
 
-export const SECTIONS = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph', 'quality'] as const;
-export type Section = (typeof SECTIONS)[number];
 
 interface Profile {
   sizes: number[];
@@ -81,35 +80,6 @@ Options:
 Examples:
   npm run bench -- --only=keyword,semantic,both --facts=10000
   npm run bench -- --size=full`;
-
-export interface LangGraphRow {
-  size: number;
-  search: Percentiles;
-}
-
-export interface SideBySideRun {
-  sizeLabel: string;
-  sizes: number[];
-  sections: Section[];
-  dims: number;
-  machine: { date: string; commit: string; uname: string; cpus: number; memoryGiB: number; loadBefore: string; loadAfter?: string };
-  otherTenantsNote: string;
-  clustersNote: string;
-  queriesNote: string;
-  search: (SearchRow & { load: number })[];
-  recall: RecallRow[];
-  writes: WriteRow[];
-  batch: BatchRow[];
-  writeSeconds: number;
-  embed: EmbedRow[];
-  langgraph: LangGraphRow[];
-  langgraphPuts: { clients: number; putsPerSecond: number }[];
-  langgraphVersion: string;
-  modules: Record<string, unknown>;
-  quality?: string;
-  notes: string[];
-  seconds: number;
-}
 
 export interface SideBySideOptions {
   sizeLabel: string;
@@ -222,11 +192,12 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
     if (needsApi || needsData) {
       progress(`scratch database, migrations…`);
       const scratch = await createScratch(env, 'sbs');
-      const embeddings = await startSyntheticEmbeddings(space, MODEL);
+      // The endpoint the API embeds queries through, and the worker facts: VectorSpace vectors, at once.
+      const embeddings = await startFakeEmbeddings({ model: MODEL, dims, vectorOf: (text) => space.embedText(text) });
       try {
-        await scratch.owner`insert into embedding_models (model, dims, state, activated_at) values (${MODEL}, ${dims}, 'active', now())`;
+        await scratch.admin`insert into embedding_models (model, dims, state, activated_at) values (${MODEL}, ${dims}, 'active', now())`;
         const api = needsApi ? await startApi(env, scratch, { url: embeddings.url, model: MODEL }) : null;
-        const lg = has('langgraph') ? await openLangGraph(scratch.owner, scratch.ownerUrl, space) : null;
+        const lg = has('langgraph') ? await openLangGraph(scratch.admin, scratch.adminUrl, space) : null;
         try {
           if (needsData) {
             const mainToken = await tokenFor('bench-main');
@@ -237,7 +208,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
               loaded = size;
               const setup = {
                 api: api!,
-                owner: scratch.owner,
+                owner: scratch.admin,
                 space,
                 model: MODEL,
                 tenantId: 'bench-main',
@@ -265,7 +236,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
               }
               if (lg) {
                 progress(`langgraph: loading ${size} items…`);
-                await loadLangGraph(scratch.owner, lg, space, sentences, mainLoad(0, size));
+                await loadLangGraph(scratch.admin, lg, space, sentences, mainLoad(0, size));
                 const search = await langGraphSearch(lg, MAIN_CLUSTERS, queries, profile.rounds);
                 progress(`langgraph ${size}: search p50 ${search.p50.toFixed(1)} ms`);
                 run.langgraph.push({ size, search });
@@ -359,7 +330,7 @@ const mainLoad = (from: number, to: number): TenantLoad => ({ tenantId: 'bench-m
 
 /** Grows every tenant to its share of `size`, with the model's HNSW index rebuilt after. */
 async function growTo(scratch: Scratch, space: VectorSpace, sentences: readonly string[], from: number, size: number): Promise<void> {
-  const { owner } = scratch;
+  const { admin: owner } = scratch;
   const loads: TenantLoad[] = [mainLoad(from, size)];
   const otherClusters = Array.from({ length: 100 }, (_, i) => 100 + i);
   for (let t = 0; t < OTHER_TENANTS; t++) {

@@ -9,8 +9,6 @@
  * by the loader per tenant, so a tenant can be made to sit in another tenant's clusters.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pgvector from 'pgvector';
@@ -189,38 +187,4 @@ export async function loadFacts(
 export function uuidFor(tenantId: string, index: number): string {
   const h = createHash('md5').update(`${tenantId}/${index}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
-/**
- * An OpenAI-compatible embeddings endpoint that answers at once with VectorSpace vectors (the
- * API embeds queries through it, the worker facts): the bench measures Mnemo, not a model.
- */
-export async function startSyntheticEmbeddings(space: VectorSpace, model: string): Promise<{ url: string; requests: () => number; close(): Promise<void> }> {
-  let requests = 0;
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      requests++;
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { input: string | string[] };
-        const input = typeof body.input === 'string' ? [body.input] : body.input;
-        const data = input.map((text, index) => ({ object: 'embedding', index, embedding: space.embedText(text) }));
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', model, data }));
-      } catch (error) {
-        res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: String(error) } }));
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/v1`,
-    requests: () => requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { type Api, call, idempotencyKey, progress, type Scratch, throughput, tokenFor } from './harness.ts';
 import { textFor } from './synthetic.ts';
-import { sleep } from '../test/helpers/wait.ts';
+import { sleep } from '../support/wait.ts';
 
 export interface WriteRow {
   clients: number;
@@ -133,7 +133,7 @@ export async function embedPipeline(
   const tenantId = 'bench-embed';
   const token = await tokenFor(tenantId);
   const pending = async () => {
-    const [{ n }] = await scratch.owner<[{ n: number }]>`
+    const [{ n }] = await scratch.admin<[{ n: number }]>`
       select count(*)::int as n from facts f
       where f.tenant_id = ${tenantId} and f.invalidated_at is null and not exists (
         select 1 from fact_embeddings e where e.tenant_id = f.tenant_id and e.fact_id = f.id and e.model = ${model} and e.version = f.version)`;
@@ -184,7 +184,7 @@ export async function embedPipeline(
       asserted_by_id: 'bench',
       created_at: new Date(),
     }));
-    await scratch.owner.begin(async (tx) => {
+    await scratch.admin.begin(async (tx) => {
       await tx`insert into facts ${tx(rowsChunk)}`;
       await tx`insert into fact_revisions ${tx(rowsChunk.map(({ id, ...rest }) => ({ ...rest, fact_id: id })))}`;
     });

@@ -19,17 +19,15 @@
  *
  * Every client writes to its own tenant, as independent callers do.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
-import { loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import postgres, { type Sql } from 'postgres';
 import { mintDevToken } from '../src/auth/dev-token.ts';
 import { uuidv7 } from '../src/core/ids.ts';
-import { UNREACHED_RATE_LIMIT } from './harness.ts';
-import { withScratchDatabase } from './scratch-database.ts';
-import { sleep } from '../test/helpers/wait.ts';
+import { loadAverage, UNREACHED_RATE_LIMIT, withScratchDatabase } from './harness.ts';
+
+import { freePort } from '../support/ports.ts';
+import { hasExited, type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
+import { sleep } from '../support/wait.ts';
 
 export type WriteMode = 'single' | 'single-keyed' | 'batch';
 
@@ -61,27 +59,15 @@ export interface Row {
 }
 
 const SECRET = randomBytes(32).toString('hex');
-const projectRoot = fileURLToPath(new URL('..', import.meta.url));
 const STATEMENT_TIMEOUT_MS = 5000;
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const load = () => Math.round(loadavg()[0]! * 100) / 100;
 
 const factBody = (client: number, n: number) => ({
   type: 'bench.note',
   content: { text: `client ${client} note ${n}: the delivery of spare part ${n % 97} moved to next week` },
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Runs `clients` loops of `once` for `seconds`; facts per second. */
 async function throughput(clients: number, seconds: number, factsPerCall: number, once: (client: number, n: number) => Promise<void>): Promise<number> {
@@ -149,38 +135,29 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   return withScratchDatabase('writes', async ({ appUrl }) => {
   let raw: Sql | undefined;
-  let api: ChildProcess | undefined;
+  let api: RunningProcess | undefined;
   try {
     raw = postgres(appUrl, { max: 40, onnotice: () => {} });
 
     const port = await freePort();
-    api = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-      cwd: projectRoot,
-      env: {
-        PATH: process.env.PATH,
-        MNEMO_ENV_FILE: '',
-        PORT: String(port),
-        DATABASE_URL: appUrl,
-        REDIS_URL: redisUrl,
-        MNEMO_JWT_SECRET: SECRET,
-        MNEMO_QUEUE_PREFIX: `bench-writes-${runId}`,
-        MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
-        // Counted on every request as in production, so their cost is in the figures, but never reached.
-        MNEMO_RATE_LIMIT_WRITES: UNREACHED_RATE_LIMIT,
-        MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_RATE_LIMIT,
-        MNEMO_RATE_LIMIT_REPORTS: UNREACHED_RATE_LIMIT,
-        MNEMO_RATE_LIMIT_READS: UNREACHED_RATE_LIMIT,
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    api = startNode(['--import', 'tsx', 'src/server.ts'], {
+      PORT: String(port),
+      DATABASE_URL: appUrl,
+      REDIS_URL: redisUrl,
+      MNEMO_JWT_SECRET: SECRET,
+      MNEMO_QUEUE_PREFIX: `bench-writes-${runId}`,
+      MNEMO_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+      // Counted on every request as in production, so their cost is in the figures, but never reached.
+      MNEMO_RATE_LIMIT_WRITES: UNREACHED_RATE_LIMIT,
+      MNEMO_RATE_LIMIT_SEARCHES: UNREACHED_RATE_LIMIT,
+      MNEMO_RATE_LIMIT_REPORTS: UNREACHED_RATE_LIMIT,
+      MNEMO_RATE_LIMIT_READS: UNREACHED_RATE_LIMIT,
+      LOG_LEVEL: 'warn',
     });
-    let output = '';
-    api.stdout!.on('data', (chunk) => (output += chunk));
-    api.stderr!.on('data', (chunk) => (output += chunk));
     const baseUrl = `http://127.0.0.1:${port}`;
     for (let waited = 0; ; waited += 100) {
-      if (api.exitCode !== null) throw new Error(`the API exited: ${output}`);
-      if (waited > 60_000) throw new Error(`the API did not start: ${output}`);
+      if (hasExited(api)) throw new Error(`the API exited: ${api.stdout()}${api.stderr()}`);
+      if (waited > 60_000) throw new Error(`the API did not start: ${api.stdout()}${api.stderr()}`);
       const ready = await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false);
       if (ready) break;
       await sleep(100);
@@ -245,7 +222,7 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
           api: Math.round(median(apiRates)),
           raw: Math.round(median(rawRates)),
           ratio: Math.round((median(apiRates) / median(rawRates)) * 100) / 100,
-          load: load(),
+          load: loadAverage(),
         };
         rows.push(row);
         log(
@@ -256,10 +233,7 @@ export async function writesBench(options: WritesBenchOptions): Promise<Row[]> {
     }
     return rows;
   } finally {
-    if (api && api.exitCode === null) {
-      api.kill('SIGTERM');
-      await new Promise((resolve) => api!.once('exit', resolve));
-    }
+    if (api) await stopProcess(api);
     await raw?.end({ timeout: 5 }).catch(() => {});
   }
   });

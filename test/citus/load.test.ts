@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, expect, it } from 'vitest';
 import { type TestApi, startTestApi } from '../helpers/api.ts';
 import { openTestDatabase } from '../helpers/database.ts';
-import { type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
+import { type PostgresCluster, startPostgresCluster } from '../../support/postgres-cluster.ts';
 import { SERVER_SETTINGS } from './helpers/cluster.ts';
 
 const CLIENTS = 8;

@@ -10,7 +10,7 @@ import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 const SUITE = 'clients/python/tests';
 const MODULES = ['test_client', 'test_errors', 'test_retries', 'test_units'];

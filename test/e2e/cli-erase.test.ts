@@ -6,8 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
-import { freePort, runProcess } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { runProcess } from '../helpers/process.ts';
+import { sleep } from '../../support/wait.ts';
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 

@@ -14,8 +14,9 @@ import { buildReport, type CoverageReport, type ReportItem } from '../../src/kiw
 import { readReportItems, resolveEpisodesPrefix } from '../../src/kiwifs/files.ts';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
-import { freePort, runProcess } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { runProcess } from '../helpers/process.ts';
+import { sleep } from '../../support/wait.ts';
 
 interface KiwiCase {
   name: string;

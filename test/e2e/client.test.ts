@@ -23,8 +23,8 @@ import {
 import { createRateLimiter } from '../../src/http/rate-limit.ts';
 import { createLogger } from '../../src/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
-import { freePort } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { sleep } from '../../support/wait.ts';
 
 describe('TypeScript client against the real server', () => {
   let api: TestApi;

@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, projectRoot } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
+import { freePort } from '../../support/ports.ts';
+import { projectRoot } from '../../support/processes.ts';
+import { removeQueuePrefix } from '../../support/redis.ts';
 import { needs } from '../helpers/needs.ts';
 
 /** `node --import tsx` as `npm start` runs it, with tsx found from the project, not the working directory. */
@@ -84,7 +85,7 @@ describe('settings from ./.env', () => {
   afterAll(async () => {
     for (const child of started) await stop(child);
     rmSync(dir, { recursive: true, force: true });
-    await removeQueuePrefix(prefix);
+    await removeQueuePrefix(prefix, inject('redisUrl'));
     await t.drop();
   });
 

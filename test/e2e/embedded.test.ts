@@ -12,8 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, nodeArgsFor } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { nodeArgsFor } from '../helpers/process.ts';
+import { sleep } from '../../support/wait.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'mnemo-embedded-'));

@@ -8,8 +8,9 @@ import { reportHandler } from '../../workers/report.ts';
 import { createLogger } from '../../src/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { checkStreamedReport } from '../helpers/episodes-report.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
+import { seedEpisodes } from '../../support/seed.ts';
 
 /** Episodic memory through the API (DESIGN §6): the KiwiFS fields, the report, background reports. */
 describe('episodic memory', () => {
@@ -161,11 +162,7 @@ describe('episodic memory', () => {
       // Straight into the table: more episodes than the default page, unmerged.
       await api.db.admin.begin(async (sql) => {
         await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-        await sql`
-          insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, episode_id, path)
-          select ${tenantId}, gen_random_uuid(), 1, 'kiwi.page', jsonb_build_object('text', 'episode ' || i), 'asserted', 'service', 'test', now(), now(),
-                 'episodic', 'ep-' || i, 'episodes/' || lpad(i::text, 5, '0') || '.md'
-          from generate_series(1, ${episodes}::int) i`;
+        await seedEpisodes(sql, { tenantId, last: episodes, pathDigits: 5, assertedBy: 'test' });
       });
       for (const path of ['/v1/memory/report', '/api/kiwi/memory/report']) {
         const whole = await api.request('GET', path, { token: admin });

@@ -15,9 +15,11 @@ import { requestErasure } from '../../src/lifecycle/erasure.ts';
 import { registerModel, storeEmbeddings } from '../../src/memory/facts/vectors.ts';
 import { withTenant } from '../../src/db/client.ts';
 import { startTestApi, TEST_ERASURE_KEY, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
-import { killProcess, startProcess } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { killProcess } from '../../support/processes.ts';
+import { startProcess } from '../helpers/process.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
+import { seedFacts } from '../../support/seed.ts';
 
 const admin = (tenantId: string) => ({ tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 
@@ -280,14 +282,15 @@ describe('erasure', () => {
     const n = 4000;
     await api.db.admin.begin(async (sql) => {
       await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-      await sql`
-        insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id)
-        select ${tenantId}, gen_random_uuid(), 1, 'acme.note', jsonb_build_object('text', 'end-kill ' || i), 'asserted', 'service', 'test', now(), now(), 'p1', 'end-kill'
-        from generate_series(1, ${n}) i`;
-      await sql`
-        insert into fact_revisions (tenant_id, fact_id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id)
-        select tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id
-        from facts where tenant_id = ${tenantId}`;
+      await seedFacts(sql, {
+        tenantId,
+        last: n,
+        type: 'acme.note',
+        text: sql`'end-kill ' || i`,
+        assertedBy: 'test',
+        columns: { project_id: 'p1', participant_id: 'end-kill' },
+        revisions: true,
+      });
     });
     const prefix = `mnemo-erase-${api.db.name}`;
     const env = {

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { rowCounts } from '../../support/seed.ts';
 
 const BATCH = '/v1/memory/facts:batch';
 
@@ -20,13 +21,7 @@ describe('POST /v1/memory/facts:batch', () => {
   });
   afterAll(() => api.close());
 
-  async function counts(tenantId: string) {
-    const [row] = await api.db.admin<{ facts: number; revisions: number; keys: number }[]>`
-      select (select count(*)::int from facts where tenant_id = ${tenantId}) as facts,
-             (select count(*)::int from fact_revisions where tenant_id = ${tenantId}) as revisions,
-             (select count(*)::int from idempotency_keys where tenant_id = ${tenantId}) as keys`;
-    return row!;
-  }
+  const counts = (tenantId: string) => rowCounts(api.db.admin, tenantId);
 
   it('writes every fact, version 1, answering them in the order given; each reads back as written', async () => {
     const { tenantId, admin } = await api.newTenant('batch');

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 
 /** Happy and error cases per route (the security suite and validation have their own files). */
 describe('facts API', () => {

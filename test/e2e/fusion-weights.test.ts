@@ -2,14 +2,15 @@
  * MNEMO_SEMANTIC_WEIGHT through a real API process (src/server.ts): `both` fuses with it, says so
  * in `journal.weights`, and a request's weights still win.
  */
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOpenAICompatProvider } from '../../src/embeddings/openai-compat.ts';
 import { ensureConfiguredModel } from '../../src/memory/facts/vectors.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
-import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
+import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, type RunningProcess, startProcess, stopProcess } from '../helpers/process.ts';
+import { type RunningProcess, stopProcess } from '../../support/processes.ts';
+import { startApi } from '../helpers/deployment.ts';
 import { needs } from '../helpers/needs.ts';
 
 describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {
@@ -24,20 +25,7 @@ describe('MNEMO_SEMANTIC_WEIGHT (a real API process)', () => {
     t = await createTestDatabase();
     embeddings = await startFakeEmbeddings({ model: MODEL, dims: 8 });
     await ensureConfiguredModel(t.app.db, createOpenAICompatProvider({ url: embeddings.url, model: MODEL }));
-    const port = await freePort();
-    api = startProcess('src/server.ts', [], {
-      DATABASE_URL: t.appUrl,
-      REDIS_URL: inject('redisUrl'),
-      MNEMO_JWT_SECRET: TEST_SECRET,
-      MNEMO_QUEUE_PREFIX: `mnemo-e2e-${t.name}`,
-      PORT: String(port),
-      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
-      KINDGI_MEMORY_EMBEDDINGS_URL: embeddings.url,
-      KINDGI_MEMORY_EMBEDDINGS_MODEL: MODEL,
-      MNEMO_SEMANTIC_WEIGHT: '0.3',
-    });
-    await api.waitFor('"api listening"', 30_000);
-    base = `http://127.0.0.1:${port}`;
+    ({ process: api, url: base } = await startApi(t, { embeddings: { url: embeddings.url, model: MODEL }, env: { MNEMO_SEMANTIC_WEIGHT: '0.3' } }));
     admin = await tokenFor({ tid: uniqueTenant('weights'), role: 'admin' });
     const written = await post('/v1/memory/facts', { type: 'acme.note', content: { text: 'The dishwasher is leaking.' } });
     expect(written.status).toBe(201);

@@ -7,8 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
+import { rowCounts } from '../../support/seed.ts';
 
 const FACTS = '/v1/memory/facts';
 
@@ -51,13 +52,7 @@ describe('Idempotency-Key', () => {
     return { status: response.status, text, body, headers: response.headers };
   }
 
-  async function counts(tenantId: string) {
-    const [row] = await api.db.admin<{ facts: number; revisions: number; keys: number }[]>`
-      select (select count(*)::int from facts where tenant_id = ${tenantId}) as facts,
-             (select count(*)::int from fact_revisions where tenant_id = ${tenantId}) as revisions,
-             (select count(*)::int from idempotency_keys where tenant_id = ${tenantId}) as keys`;
-    return row!;
-  }
+  const counts = (tenantId: string) => rowCounts(api.db.admin, tenantId);
 
   async function versionsOf(tenantId: string, factId: string): Promise<number[]> {
     const rows = await api.db.admin<{ version: number }[]>`

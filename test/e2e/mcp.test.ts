@@ -9,15 +9,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { generateKeyPair, SignJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { AppError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
-import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
-import { mcpClients } from '../helpers/mcp.ts';
+import { tokenFor } from '../helpers/api.ts';
+import { mcpTestApi } from '../helpers/mcp.ts';
 import { kiwifsCases } from '../helpers/fixtures.ts';
 
 const TOOL = 'kiwi_memory_report';
@@ -61,19 +61,9 @@ interface Report {
 const texts = (result: CallToolResult) => result.content.flatMap((item) => (item.type === 'text' ? [item.text] : []));
 
 describe('MCP server (POST /mcp)', () => {
-  let api: TestApi;
-  const clients = mcpClients();
-
-  beforeAll(async () => {
-    api = await startTestApi();
-  });
-  afterAll(async () => {
-    await clients.closeAll();
-    await api.close();
-  });
-
+  const app = mcpTestApi();
   /** The SDK's client, connected to the app with this bearer token. */
-  const connect = (token: string): Promise<Client> => clients.connect(api.baseUrl, token);
+  const connect = (token: string): Promise<Client> => app.connect(token);
 
   async function report(client: Client, args: Record<string, unknown> = {}) {
     const result = (await client.callTool({ name: TOOL, arguments: args })) as CallToolResult;
@@ -85,13 +75,13 @@ describe('MCP server (POST /mcp)', () => {
   }
 
   async function write(token: string, body: Record<string, unknown>): Promise<string> {
-    const response = await api.request('POST', '/v1/memory/facts', { token, body });
+    const response = await app.api().request('POST', '/v1/memory/facts', { token, body });
     expect(response.status, JSON.stringify(response.body)).toBe(201);
     return response.body.id;
   }
 
   it('lists kiwi_memory_report with its input schema, every field described', async () => {
-    const { admin } = await api.newTenant('mcp-list');
+    const { admin } = await app.api().newTenant('mcp-list');
     const client = await connect(admin);
     const { tools } = await client.listTools();
     const tool = tools.find((t) => t.name === TOOL);
@@ -113,7 +103,7 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('passes KiwiFS TestMCP_KiwiMemoryReport/before-merge, then /after-merge', async () => {
-    const { admin } = await api.newTenant('mcp-kiwi');
+    const { admin } = await app.api().newTenant('mcp-kiwi');
     const client = await connect(admin);
     const written = new Set<string>();
 
@@ -138,7 +128,7 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('honours episodes_prefix, with or without its trailing slash', async () => {
-    const { admin } = await api.newTenant('mcp-prefix');
+    const { admin } = await app.api().newTenant('mcp-prefix');
     await write(admin, { type: 'kiwi.page', path: 'episodes/x.md', content: { text: 'x' } });
     await write(admin, { type: 'kiwi.page', path: 'raw/z.md', content: { text: 'z' } });
     await write(admin, { type: 'kiwi.page', path: 'elsewhere/e.md', memoryKind: 'episodic', episodeId: 'ep-anywhere', content: { text: 'e' } });
@@ -154,7 +144,7 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('cuts the lists with limit and offset, never the counts', async () => {
-    const { admin } = await api.newTenant('mcp-page');
+    const { admin } = await app.api().newTenant('mcp-page');
     for (const name of ['a', 'b', 'c', 'd']) {
       await write(admin, { type: 'kiwi.page', path: `episodes/${name}.md`, memoryKind: 'episodic', episodeId: `ep-${name}`, content: { text: name } });
     }
@@ -188,7 +178,7 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('counts only what the caller may read: a p1 reader never sees an episode or a merge in p2', async () => {
-    const { tenantId, admin } = await api.newTenant('mcp-vis');
+    const { tenantId, admin } = await app.api().newTenant('mcp-vis');
     await write(admin, { type: 'kiwi.page', path: 'episodes/p1.md', memoryKind: 'episodic', episodeId: 'ep-p1', scope: { projectId: 'p1' }, content: { text: 'p1' } });
     await write(admin, { type: 'kiwi.page', path: 'episodes/p2.md', memoryKind: 'episodic', episodeId: 'ep-p2', scope: { projectId: 'p2' }, content: { text: 'p2' } });
     // A consolidation in p2 that covers p1's episode: the p1 reader must not see it cover anything.
@@ -213,7 +203,7 @@ describe('MCP server (POST /mcp)', () => {
     expect(JSON.stringify(asMember.report)).not.toContain('p2');
     expect(asMember.summary).not.toContain('p2');
 
-    const stranger = await api.newTenant('mcp-vis-other');
+    const stranger = await app.api().newTenant('mcp-vis-other');
     const asStranger = (await report(await connect(stranger.admin))).report;
     expect(asStranger).toMatchObject({ episodic_count: 0, merged_from_refs: 0, unmerged_count: 0, episodic_files: [], unmerged: [] });
   });
@@ -227,7 +217,7 @@ describe('MCP server (POST /mcp)', () => {
     // PostgreSQL cannot compare text holding U+0000: refused as input, never an internal error.
     ['a NUL in the prefix', { episodes_prefix: 'episodes/\u0000' }, 'episodes_prefix'],
   ])('answers %s with a tool error result, and the server keeps serving', async (_label, args, field) => {
-    const { admin } = await api.newTenant('mcp-bad');
+    const { admin } = await app.api().newTenant('mcp-bad');
     const client = await connect(admin);
     const result = (await client.callTool({ name: TOOL, arguments: args })) as CallToolResult;
     expect(result.isError).toBe(true);
@@ -239,7 +229,7 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('answers an unknown tool with an error, not a 500', async () => {
-    const { admin } = await api.newTenant('mcp-unknown');
+    const { admin } = await app.api().newTenant('mcp-unknown');
     const client = await connect(admin);
     const result = (await client.callTool({ name: 'no_such_tool', arguments: {} })) as CallToolResult;
     expect(result.isError).toBe(true);
@@ -255,7 +245,7 @@ describe('MCP server (POST /mcp)', () => {
   const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
   it('refuses a request without a token: 401 envelope with WWW-Authenticate: Bearer', async () => {
-    const response = await api.request('POST', '/mcp', { body: initialize, headers: mcpHeaders });
+    const response = await app.api().request('POST', '/mcp', { body: initialize, headers: mcpHeaders });
     expect(response.status).toBe(401);
     expect(response.body).toEqual({
       error: { code: 'unauthenticated', message: 'Missing Authorization: Bearer token', requestId: response.headers.get('x-request-id') },
@@ -264,14 +254,14 @@ describe('MCP server (POST /mcp)', () => {
 
     // The SDK's client fails to connect, with the status.
     const client = new Client({ name: 'mnemo-test', version: '0.0.0' });
-    await expect(client.connect(new StreamableHTTPClientTransport(new URL('/mcp', api.baseUrl)))).rejects.toMatchObject({ code: 401 });
+    await expect(client.connect(new StreamableHTTPClientTransport(new URL('/mcp', app.api().baseUrl)))).rejects.toMatchObject({ code: 401 });
   });
 
   it('refuses a bad or foreign-signed token with 401 invalid_token', async () => {
-    const { tenantId } = await api.newTenant('mcp-bad-token');
+    const { tenantId } = await app.api().newTenant('mcp-bad-token');
     const foreign = await tokenFor({ tid: tenantId }, { secret: 'another-secret-that-is-also-32-bytes-or-more!' });
     for (const token of ['garbage', foreign]) {
-      const response = await api.request('POST', '/mcp', { token, body: initialize, headers: mcpHeaders });
+      const response = await app.api().request('POST', '/mcp', { token, body: initialize, headers: mcpHeaders });
       expect(response.status).toBe(401);
       expect(response.body.error.code).toBe('unauthenticated');
       expect(response.headers.get('www-authenticate')).toBe('Bearer realm="mnemo", error="invalid_token"');
@@ -279,10 +269,10 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('answers GET and DELETE with 405 and the envelope: no SSE stream, no sessions', async () => {
-    const { admin } = await api.newTenant('mcp-405');
+    const { admin } = await app.api().newTenant('mcp-405');
     for (const method of ['GET', 'DELETE']) {
       for (const token of [admin, undefined]) {
-        const response = await api.request(method, '/mcp', { token, headers: { accept: 'text/event-stream' } });
+        const response = await app.api().request(method, '/mcp', { token, headers: { accept: 'text/event-stream' } });
         expect(response.status, method).toBe(405);
         expect(response.headers.get('allow'), method).toBe('POST');
         expect(response.body.error, method).toMatchObject({ code: 'bad-input', requestId: response.headers.get('x-request-id') });
@@ -292,14 +282,14 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('issues no session id, and answers a bare tools/call with no initialize (stateless)', async () => {
-    const { admin } = await api.newTenant('mcp-stateless');
-    const init = await api.request('POST', '/mcp', { token: admin, body: initialize, headers: mcpHeaders });
+    const { admin } = await app.api().newTenant('mcp-stateless');
+    const init = await app.api().request('POST', '/mcp', { token: admin, body: initialize, headers: mcpHeaders });
     expect(init.status).toBe(200);
     expect(init.headers.get('mcp-session-id')).toBeNull();
     expect(init.headers.get('x-request-id')).toBeTruthy();
     expect(init.body.result.serverInfo).toMatchObject({ name: 'mnemo' });
 
-    const call = await api.request('POST', '/mcp', {
+    const call = await app.api().request('POST', '/mcp', {
       token: admin,
       headers: { ...mcpHeaders, 'mcp-protocol-version': '2025-06-18' },
       body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: TOOL, arguments: {} } },
@@ -309,9 +299,9 @@ describe('MCP server (POST /mcp)', () => {
   });
 
   it('refuses a body over 1 MiB with 413 payload-too-large', async () => {
-    const { admin } = await api.newTenant('mcp-413');
+    const { admin } = await app.api().newTenant('mcp-413');
     const big = { ...initialize, params: { ...initialize.params, padding: 'x'.repeat(1024 * 1024) } };
-    const response = await api.request('POST', '/mcp', { token: admin, body: big, headers: mcpHeaders });
+    const response = await app.api().request('POST', '/mcp', { token: admin, body: big, headers: mcpHeaders });
     expect(response.status).toBe(413);
     expect(response.body.error.code).toBe('payload-too-large');
   });
@@ -319,8 +309,8 @@ describe('MCP server (POST /mcp)', () => {
   describe('a tool that throws', () => {
     const logged: string[] = [];
     const context = (): ToolContext => ({
-      db: api.db.app.db,
-      read: (run) => run(api.db.app.db),
+      db: app.api().db.app.db,
+      read: (run) => run(app.api().db.app.db),
       principal: { tenantId: 't', sub: 'u', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } },
       logger: createLogger('info', {}, (line) => logged.push(line)),
       requestId: 'req-42',
@@ -357,10 +347,10 @@ describe('MCP server (POST /mcp)', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
-    const app = createApp({
+    const keysDown = createApp({
       logger: createLogger('error', {}, () => {}),
       readiness: { accepting: () => true, checks: {} },
-      db: api.db.app.db,
+      db: app.api().db.app.db,
       verifyToken: createTokenVerifier({ jwtSecret: undefined, jwksUrl: `http://127.0.0.1:${port}/jwks`, issuer: undefined, audience: undefined }),
     });
     const { privateKey } = await generateKeyPair('ES256');
@@ -368,7 +358,7 @@ describe('MCP server (POST /mcp)', () => {
       .setProtectedHeader({ alg: 'ES256' })
       .setExpirationTime('5m')
       .sign(privateKey);
-    const response = await app.request('/mcp', {
+    const response = await keysDown.request('/mcp', {
       method: 'POST',
       headers: { ...mcpHeaders, authorization: `Bearer ${token}` },
       body: JSON.stringify(initialize),

@@ -13,8 +13,8 @@ import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { scrape, samplesOf, valueOf } from '../helpers/metrics.ts';
 import { needs } from '../helpers/needs.ts';
-import { freePort } from '../helpers/process.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 
 const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
 

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiResponse, type TestApi, startTestApi, tokenFor, type TokenClaims } from '../helpers/api.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The scopes: one fact of each kind is seeded by the tenant's admin.

@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { tokenFor } from '../helpers/api.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
-import { freePort, runProcess, startProcess } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
-import { sleep } from '../helpers/wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { runProcess, startProcess } from '../helpers/process.ts';
+import { removeQueuePrefix } from '../../support/redis.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 
 const secret = 'e2e-secret-that-is-at-least-32-bytes-long';
@@ -26,7 +27,7 @@ describe('processes as operators run them', () => {
   });
   afterAll(async () => {
     // The worker left its queues (and the reconcile scheduler) under this test's prefix.
-    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!);
+    await removeQueuePrefix(env.MNEMO_QUEUE_PREFIX!, inject('redisUrl'));
     await t.drop();
   });
 

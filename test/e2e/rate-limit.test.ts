@@ -19,8 +19,8 @@ import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { isMemoryApiPath } from '../helpers/id-inputs.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { deleteKeysUnder } from '../helpers/redis.ts';
-import { sleep } from '../helpers/wait.ts';
+import { deleteKeysUnder } from '../../support/redis.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 
 const off: RateLimits = { writes: undefined, searches: undefined, reports: undefined, reads: undefined };

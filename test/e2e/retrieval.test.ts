@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from 'mnemo/client';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
@@ -10,8 +10,8 @@ import { SEMANTIC_UNAVAILABLE_MESSAGE } from '../../src/memory/retrieval/retriev
 import { startTestApi, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, startProcess } from '../helpers/process.ts';
-import { sleep } from '../helpers/wait.ts';
+import { startApi } from '../helpers/deployment.ts';
+import { sleep } from '../../support/wait.ts';
 
 const WASHER = 'end-7 orders spare parts for a washing machine.';
 
@@ -327,30 +327,21 @@ describe('the configured embeddings endpoint, shown without its secrets', () => 
   });
 
   it('shows no key of a URL in the query string, nor the API key, from a real API process', async () => {
-    const port = await freePort();
-    const api = startProcess('src/server.ts', [], {
-      DATABASE_URL: t.appUrl,
-      REDIS_URL: inject('redisUrl'),
-      MNEMO_JWT_SECRET: TEST_SECRET,
-      MNEMO_QUEUE_PREFIX: `mnemo-e2e-${t.name}`,
-      PORT: String(port),
-      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
+    const { process: api, url } = await startApi(t, {
       // Nothing listens there: showing the status never calls the endpoint.
-      KINDGI_MEMORY_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1?api_key=sk-query-secret#frag-secret',
-      KINDGI_MEMORY_EMBEDDINGS_MODEL: 'nomic-embed-text',
-      KINDGI_MEMORY_EMBEDDINGS_API_KEY: 'sk-header-secret',
+      embeddings: { url: 'http://127.0.0.1:9/v1?api_key=sk-query-secret#frag-secret', model: 'nomic-embed-text' },
+      env: { KINDGI_MEMORY_EMBEDDINGS_API_KEY: 'sk-header-secret' },
     });
     try {
-      await api.waitFor('"api listening"', 30_000);
       const admin = await tokenFor({ tid: uniqueTenant('redact'), role: 'admin' });
-      const status = await fetch(`http://127.0.0.1:${port}/v1/memory/embeddings`, { headers: { authorization: `Bearer ${admin}` } });
+      const status = await fetch(`${url}/v1/memory/embeddings`, { headers: { authorization: `Bearer ${admin}` } });
       const text = await status.text();
       expect(status.status).toBe(200);
       expect(JSON.parse(text).configured).toEqual({ model: 'nomic-embed-text', endpoint: 'http://127.0.0.1:9/v1' });
       noSecrets(text);
       // Nor anything else that answers without a tenant's data.
       for (const path of ['/readyz', '/healthz', '/openapi.json', '/docs']) {
-        const response = await fetch(`http://127.0.0.1:${port}${path}`);
+        const response = await fetch(`${url}${path}`);
         expect(response.status, path).toBe(200);
         noSecrets(await response.text());
       }

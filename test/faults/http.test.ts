@@ -24,8 +24,8 @@ import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { type RunningProcess, stopProcess } from '../helpers/process.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { type RunningProcess, stopProcess } from '../../support/processes.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 
 const FACTS = '/v1/memory/facts';
 const MiB = 1024 * 1024;

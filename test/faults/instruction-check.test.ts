@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenFor } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { mcpClients } from '../helpers/mcp.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 import { describeFigures, ISSUE_24_LOOKALIKE_TEXT, measureAdversarialTexts } from './helpers/adversarial-texts.ts';
 import { type ApiProcess, startApiProcess } from './helpers/api-process.ts';
 

@@ -34,7 +34,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { tenantTablesIn } from '../helpers/tenant-tables.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 import {
   type IdInput,
   inject as injectInto,

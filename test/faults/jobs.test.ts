@@ -8,10 +8,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import { alive, type RunningProcess } from '../helpers/process.ts';
+import { alive, type RunningProcess } from '../../support/processes.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 import { type JobsStack, startJobsStack } from './helpers/jobs-stack.ts';
+import { seedFacts } from '../../support/seed.ts';
 
 const note = (i: number, who: string) => ({
   type: 'acme.note',
@@ -167,15 +168,16 @@ describe('faults: jobs, Redis, workers and the embeddings endpoint', () => {
     // Mid-erasure: enough facts for many batches, each fact with a vector and two revisions.
     const bulk = 2500;
     await s.db.admin.begin(async (sql) => {
-      await sql`
-        insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id)
-        select ${tenantId}, gen_random_uuid(), 2, 'acme.note', jsonb_build_object('text', 'end-kill bulk ' || i), 'asserted', 'service', 'test', now(), now(), 'p1', 'end-kill'
-        from generate_series(1, ${bulk}) i`;
-      await sql`
-        insert into fact_revisions (tenant_id, fact_id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, project_id, participant_id)
-        select f.tenant_id, f.id, v, f.type, f.content, f.trust, f.asserted_by_kind, f.asserted_by_id, f.created_at, f.recorded_at, f.project_id, f.participant_id
-        from facts f cross join generate_series(1, 2) v
-        where f.tenant_id = ${tenantId} and f.version = 2`;
+      await seedFacts(sql, {
+        tenantId,
+        last: bulk,
+        version: 2,
+        type: 'acme.note',
+        text: sql`'end-kill bulk ' || i`,
+        assertedBy: 'test',
+        columns: { project_id: 'p1', participant_id: 'end-kill' },
+        revisions: true,
+      });
       await sql`
         insert into fact_embeddings (tenant_id, fact_id, model, version, dims, embedding)
         select f.tenant_id, f.id, ${s.fake.model}, 2, 8, ('[' || array_to_string(array[1, random(), random(), random(), random(), random(), random(), random()], ',') || ']')::vector

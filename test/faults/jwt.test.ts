@@ -22,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_COOLDOWN_MS, JWKS_RETRY_AFTER_FAILURE_MS } from '../../src/auth/verify.ts';
 import { TEST_SECRET } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 import { type ApiProcess, startApiProcess } from './helpers/api-process.ts';
 
 const ISSUER = 'https://idp.test';

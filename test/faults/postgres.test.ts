@@ -1,6 +1,6 @@
 /**
  * Fault rows of issue 10 about PostgreSQL, with every moving part real: a private cluster this
- * file may crash (test/faults/helpers/postgres-cluster.ts), the API and the worker as child
+ * file may crash (support/postgres-cluster.ts), the API and the worker as child
  * processes (`src/server.ts`, `workers/index.ts`), Redis, and the local embeddings model.
  *
  * - "PostgreSQL kill -9 and restart under write load": API and worker stay up; every answer while
@@ -17,9 +17,10 @@ import { type LocalEmbeddingsServer, startLocalEmbeddingsServer } from '../../sr
 import { tokenFor } from '../helpers/api.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { alive, type RunningProcess, startProcess } from '../helpers/process.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
-import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from './helpers/postgres-cluster.ts';
+import { alive, type RunningProcess } from '../../support/processes.ts';
+import { startProcess } from '../helpers/process.ts';
+import { eventually, sleep } from '../../support/wait.ts';
+import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../support/postgres-cluster.ts';
 
 const STATEMENT_TIMEOUT_MS = 1000;
 

@@ -19,7 +19,7 @@ import type { Principal } from '../../src/auth/permissions.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { eventually } from '../helpers/wait.ts';
+import { eventually } from '../../support/wait.ts';
 import { type PrivateRedis, startPrivateRedis } from './helpers/redis-server.ts';
 
 const PER_CALLER = 3;

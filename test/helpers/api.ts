@@ -23,7 +23,7 @@ import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
-import { sleep } from './wait.ts';
+import { sleep } from '../../support/wait.ts';
 
 export const TEST_SECRET = 'test-secret-of-at-least-thirty-two-bytes!';
 export const TEST_ERASURE_KEY = 'test-erasure-key-of-at-least-32-bytes!!';

@@ -1,24 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import postgres, { type Sql } from 'postgres';
 import { inject } from 'vitest';
-import { connect, type Database } from '../../src/db/client.ts';
+import { type ConnectedDatabase, connectDatabase, createDatabase, type DatabaseUrls, dropDatabase } from '../../support/database.ts';
 import type { CitusNodes } from '../citus/helpers/cluster.ts';
-import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from './urls.ts';
-import { sleep } from './wait.ts';
+import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../../support/urls.ts';
 
-export interface TestDatabase {
-  name: string;
-  /** The app role's URL (in the database's app group: no owner, no superuser, no BYPASSRLS). */
-  appUrl: string;
-  /** The owner's URL, for what a test must do behind the app's back. */
-  adminUrl: string;
-  /** Connected as the app role, as the API and workers are. */
-  app: Database;
-  /** Connected as the owner. */
-  admin: Sql;
-  drop(): Promise<void>;
-}
+/**
+ * A test file's database: its URLs, connections as the app role and as the owner, and `drop()`
+ * (support/database.ts).
+ */
+export type TestDatabase = ConnectedDatabase;
 
 const server = () => inject('adminUrl');
 
@@ -26,17 +17,15 @@ const server = () => inject('adminUrl');
 export const appLogin = () => ({ user: testAppRole(inject('runId')), password: TEST_APP_PASSWORD });
 
 /** An empty database (no migrations), for tests of the migrations themselves. */
-export async function createEmptyDatabase(): Promise<{ name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }> {
+export async function createEmptyDatabase(): Promise<DatabaseUrls & { drop(): Promise<void> }> {
   if (inject('postgres') === 'embedded') return startEmbeddedDatabase();
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
-  const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
-  await maintenance.unsafe(`create database "${name}"`);
-  await maintenance.end();
+  await createDatabase(server(), name);
   return {
     name,
     adminUrl: databaseUrl(server(), name),
     appUrl: databaseUrl(server(), name, appLogin()),
-    drop: () => dropDatabase(name),
+    drop: () => dropDatabase(server(), name),
   };
 }
 
@@ -49,37 +38,13 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `mnemo_t_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const citusNodes = inject('citusNodes');
   if (citusNodes) return createDistributedTestDatabase(citusNodes, name);
-  const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
-  try {
-    // Copying a template fails while another session is briefly connected to it; retry.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await maintenance.unsafe(`create database "${name}" template "${inject('templateDatabase')}"`);
-        break;
-      } catch (error) {
-        if (attempt >= 20 || !String((error as Error).message).includes('being accessed by other users')) throw error;
-        await sleep(100 * attempt);
-      }
-    }
-  } finally {
-    await maintenance.end();
-  }
-  const appUrl = databaseUrl(server(), name, appLogin());
-  const adminUrl = databaseUrl(server(), name);
-  const app = connect(appUrl, { max: 5, applicationName: 'mnemo-test' });
-  const admin = postgres(adminUrl, { max: 2, onnotice: () => {} });
-  return {
+  await createDatabase(server(), name, { template: inject('templateDatabase') });
+  return openTestDatabase({
     name,
-    appUrl,
-    adminUrl,
-    app,
-    admin,
-    drop: async () => {
-      await app.close();
-      await admin.end();
-      await dropDatabase(name);
-    },
-  };
+    adminUrl: databaseUrl(server(), name),
+    appUrl: databaseUrl(server(), name, appLogin()),
+    drop: () => dropDatabase(server(), name),
+  });
 }
 
 /**
@@ -125,28 +90,6 @@ async function startEmbeddedDatabase(dump?: Blob) {
 }
 
 /** Connections to a database made and migrated elsewhere, as createTestDatabase gives them. */
-export function openTestDatabase(database: { name: string; adminUrl: string; appUrl: string; drop(): Promise<void> }, { max = 5 } = {}): TestDatabase {
-  const app = connect(database.appUrl, { max, applicationName: 'mnemo-test' });
-  const admin = postgres(database.adminUrl, { max: 2, onnotice: () => {} });
-  return {
-    name: database.name,
-    appUrl: database.appUrl,
-    adminUrl: database.adminUrl,
-    app,
-    admin,
-    drop: async () => {
-      await app.close();
-      await admin.end();
-      await database.drop();
-    },
-  };
-}
-
-async function dropDatabase(name: string): Promise<void> {
-  const maintenance = postgres(server(), { max: 1, onnotice: () => {} });
-  try {
-    await maintenance.unsafe(`drop database if exists "${name}" with (force)`);
-  } finally {
-    await maintenance.end();
-  }
+export function openTestDatabase(database: DatabaseUrls & { drop(): Promise<void> }, { max = 5 } = {}): TestDatabase {
+  return connectDatabase(database, { app: max, admin: 2, applicationName: 'mnemo-test' });
 }

@@ -12,8 +12,10 @@ import { embedQueue, erasureQueue, type JobData, reconcileQueue } from '../../sr
 import { createRedis } from '../../src/jobs/redis.ts';
 import { TEST_ERASURE_KEY, TEST_SECRET } from './api.ts';
 import type { TestDatabase } from './database.ts';
-import { freePort, killProcess, type RunningProcess, startProcess, stopProcess } from './process.ts';
-import { deleteKeysUnder } from './redis.ts';
+import { freePort } from '../../support/ports.ts';
+import { killProcess, type RunningProcess, stopProcess } from '../../support/processes.ts';
+import { startProcess } from './process.ts';
+import { deleteKeysUnder } from '../../support/redis.ts';
 
 export interface DeploymentOptions {
   /** The database the API and workers connect to as the app role (its URL); the caller drops it. */
@@ -60,6 +62,50 @@ export interface Deployment {
 
 const startupTimeoutMs = 60_000;
 
+/**
+ * What every API and worker process a test starts is given: the app role's URL of its database,
+ * a Redis ('' when the run has none: jobs then run in-process) under a queue prefix, HS256 tokens
+ * of TEST_SECRET, and an OpenAI-compatible embeddings endpoint when there is one.
+ */
+function processEnv(options: { db: Pick<TestDatabase, 'appUrl'>; redisUrl: string; prefix: string; embeddings?: { url: string; model: string } | undefined }) {
+  return {
+    DATABASE_URL: options.db.appUrl,
+    REDIS_URL: options.redisUrl,
+    MNEMO_JWT_SECRET: TEST_SECRET,
+    MNEMO_QUEUE_PREFIX: options.prefix,
+    ...(options.embeddings && {
+      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
+      KINDGI_MEMORY_EMBEDDINGS_URL: options.embeddings.url,
+      KINDGI_MEMORY_EMBEDDINGS_MODEL: options.embeddings.model,
+    }),
+  };
+}
+
+/**
+ * The API alone (`src/server.ts`) as its own process over a test file's database, on the run's
+ * Redis under a prefix of the database's own, for a test of what the process does with its
+ * settings (`env` adds to them); resolves once it listens. Unlike startDeployment it opens
+ * nothing in Redis itself, so it serves a run without Redis too. The test stops the process.
+ */
+export async function startApi(
+  db: Pick<TestDatabase, 'appUrl' | 'name'>,
+  options: { embeddings?: { url: string; model: string }; env?: Record<string, string> } = {},
+): Promise<{ process: RunningProcess; url: string }> {
+  const port = await freePort();
+  const api = startProcess('src/server.ts', [], {
+    ...processEnv({ db, redisUrl: inject('redisUrl'), prefix: `mnemo-e2e-${db.name}`, embeddings: options.embeddings }),
+    PORT: String(port),
+    ...options.env,
+  });
+  try {
+    await api.waitFor('"api listening"', 30_000);
+  } catch (error) {
+    await killProcess(api);
+    throw error;
+  }
+  return { process: api, url: `http://127.0.0.1:${port}` };
+}
+
 /** Starts the API and waits until it listens; workers are started by the test, when it wants them. */
 export async function startDeployment(options: DeploymentOptions): Promise<Deployment> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
@@ -67,11 +113,8 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
   const port = await freePort();
   const apiUrl = `http://127.0.0.1:${port}`;
   const variables: Record<string, string | undefined> = {
-    DATABASE_URL: options.db.appUrl,
-    REDIS_URL: redisUrl,
-    MNEMO_JWT_SECRET: TEST_SECRET,
+    ...processEnv({ db: options.db, redisUrl, prefix, embeddings: options.embeddings }),
     MNEMO_ERASURE_KEY: TEST_ERASURE_KEY,
-    MNEMO_QUEUE_PREFIX: prefix,
     MNEMO_SHUTDOWN_TIMEOUT_MS: '5000',
     // The fault rows drive one token far past any rate limit on purpose; the limits have tests of their own.
     MNEMO_RATE_LIMIT_WRITES: 'off',
@@ -81,11 +124,6 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     // Several workers run at once on this host: none takes the default metrics port unless a test asks.
     MNEMO_METRICS_PORT: '0',
     PORT: String(port),
-    ...(options.embeddings && {
-      KINDGI_MEMORY_EMBEDDINGS: 'openai-compat',
-      KINDGI_MEMORY_EMBEDDINGS_URL: options.embeddings.url,
-      KINDGI_MEMORY_EMBEDDINGS_MODEL: options.embeddings.model,
-    }),
     ...options.env,
   };
   const env = Object.fromEntries(Object.entries(variables).filter((entry): entry is [string, string] => entry[1] !== undefined));

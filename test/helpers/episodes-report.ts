@@ -9,6 +9,7 @@ import type { CoverageReport } from '../../src/kiwifs/coverage.ts';
 import { coverageReport } from '../../src/episodes/coverage-report.ts';
 import type { TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
+import { seedConsolidations, seedEpisodes } from '../../support/seed.ts';
 
 /**
  * Writes `episodes` episodes (a multiple of 1,000) and one consolidation per 1,000 merging its
@@ -20,17 +21,9 @@ export async function checkStreamedReport(db: TestDatabase, episodes: number): P
   await db.admin.begin(async (sql) => {
     await sql`select set_config('app.tenant_id', ${tenantId}, true)`;
     await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-    await sql`
-      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, episode_id, path)
-      select ${tenantId}, gen_random_uuid(), 1, 'kiwi.page', jsonb_build_object('text', 'episode ' || i), 'asserted', 'service', 'bench', now(), now(),
-             'episodic', 'ep-' || i, 'episodes/' || lpad(i::text, 6, '0') || '.md'
-      from generate_series(1, ${episodes}::int) i`;
+    await seedEpisodes(sql, { tenantId, last: episodes, pathDigits: 6, assertedBy: 'bench' });
     // A consolidation per 1,000 episodes merging 500 of them: half the episodes covered.
-    await sql`
-      insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, memory_kind, merged_from)
-      select ${tenantId}, gen_random_uuid(), 1, 'kiwi.page', '{"text": "summary"}', 'asserted', 'service', 'bench', now(), now(), 'semantic',
-             (select jsonb_agg(jsonb_build_object('type', 'episode', 'id', 'ep-' || (c * 1000 + k))) from generate_series(1, 500) k)
-      from generate_series(0, ${episodes / 1000 - 1}::int) c`;
+    await seedConsolidations(sql, { tenantId, episodes, assertedBy: 'bench' });
   });
   await db.admin`analyze facts`;
   const principal = { tenantId, sub: 'admin-1', role: 'admin' as const, projects: { read: [], write: [] }, orgs: { read: [], write: [] } };

@@ -43,5 +43,7 @@ export function mcpTestApi(options?: Parameters<typeof startTestApi>[0]) {
     if (!started) throw new Error('mcpTestApi: the app starts in beforeAll; use it inside a test');
     return started;
   };
-  return { api, connect: (token: string): Promise<Client> => clients.connect(api().baseUrl, token) };
+  /** A client connected with this bearer token to the file's app, or to another app at `baseUrl`. */
+  const connect = (token: string, baseUrl?: string): Promise<Client> => clients.connect(baseUrl ?? api().baseUrl, token);
+  return { api, connect };
 }

@@ -21,8 +21,9 @@ import { embedPending, ensureConfiguredModel } from '../../src/memory/facts/vect
 import { writeFact } from '../../src/memory/facts/insert.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { startTestApi, type TestApi } from './api.ts';
-import { freePort, startProcess } from './process.ts';
-import { sleep } from './wait.ts';
+import { freePort } from '../../support/ports.ts';
+import { startProcess } from './process.ts';
+import { sleep } from '../../support/wait.ts';
 
 const A = 'use-lite-512';
 const B = 'use-lite-512-b';

@@ -12,7 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmbeddedServer } from '../../src/embedded/database.ts';
-import { freePort, nodeArgsFor, projectRoot } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
+import { nodeArgsFor } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 const asRoot = process.getuid?.() === 0;
 // Traversable by everyone (mkdtemp makes 0700), so that only the data directory's own mode can

@@ -24,7 +24,9 @@ import { createLogger } from '../../src/log.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { freePort, projectRoot, runProcess } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
+import { projectRoot } from '../../support/processes.ts';
+import { runProcess } from '../helpers/process.ts';
 import { needs } from '../helpers/needs.ts';
 
 const STATEMENT_TIMEOUT_MS = 400;

@@ -13,8 +13,9 @@ import {
 } from '../../src/embeddings/provider.ts';
 import { failFastOnPermanent } from '../../workers/embed.ts';
 import { createTestDatabase } from '../helpers/database.ts';
-import { runProcess, stopProcess, startProcess } from '../helpers/process.ts';
-import { removeQueuePrefix } from '../helpers/redis.ts';
+import { runProcess, startProcess } from '../helpers/process.ts';
+import { stopProcess } from '../../support/processes.ts';
+import { removeQueuePrefix } from '../../support/redis.ts';
 import { needs } from '../helpers/needs.ts';
 
 const cosine = (a: readonly number[], b: readonly number[]) => {
@@ -179,7 +180,7 @@ describe('local embeddings server through the OpenAI-compatible provider', () =>
       await worker.waitFor('has no model \\"use-lite-521\\" (check KINDGI_MEMORY_EMBEDDINGS_MODEL', 30_000);
     } finally {
       await stopProcess(worker);
-      await removeQueuePrefix(prefix);
+      await removeQueuePrefix(prefix, inject('redisUrl'));
       await db.drop();
     }
   });

@@ -25,7 +25,7 @@ import { deleteFact, supersedeFact } from '../../src/memory/facts/revise.ts';
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
 
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin-1', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });

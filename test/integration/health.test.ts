@@ -6,7 +6,7 @@ import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { createLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
-import { freePort } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
 import { needs } from '../helpers/needs.ts';
 
 describe('health and readiness', () => {

@@ -25,7 +25,7 @@ import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { runProcess } from '../helpers/process.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 
 const logger = createLogger('error');
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin-1', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });

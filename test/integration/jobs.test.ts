@@ -17,11 +17,12 @@ import { createLogger } from '../../src/log.ts';
 import { ensureConfiguredModel } from '../../src/memory/facts/vectors.ts';
 import { embedHandler } from '../../workers/embed.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { eventually as eventuallyHolds, sleep } from '../helpers/wait.ts';
+import { eventually as eventuallyHolds, sleep } from '../../support/wait.ts';
 import { needs } from '../helpers/needs.ts';
+import { seedFacts } from '../../support/seed.ts';
 
 const logger = createLogger('error');
 
@@ -268,10 +269,7 @@ describe('embed jobs', needs('redis'), () => {
   async function factsOf(tenantId: string, n: number): Promise<void> {
     await t.admin.begin(async (sql) => {
       await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-      await sql`
-        insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at)
-        select ${tenantId}, gen_random_uuid(), 1, 'acme.note', jsonb_build_object('text', ${tenantId} || ' note ' || i), 'asserted', 'service', 'test', now(), now()
-        from generate_series(1, ${n}) i`;
+      await seedFacts(sql, { tenantId, last: n, type: 'acme.note', text: sql`${tenantId} || ' note ' || i`, assertedBy: 'test' });
     });
   }
 

@@ -21,11 +21,11 @@ import { supersedeFact } from '../../src/memory/facts/revise.ts';
 import { retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { registry } from '../../src/metrics.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { parseMetrics, type Sample, valueOf } from '../helpers/metrics.ts';
-import { eventually } from '../helpers/wait.ts';
+import { eventually } from '../../support/wait.ts';
 
 const logger = createLogger('error');
 const metrics = async (): Promise<Sample[]> => parseMetrics(await registry.metrics());

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertRestrictedRole } from '../../src/db/client.ts';
 import { migrate, migrationsFolder } from '../../src/db/migrate.ts';
 import { appLogin, createEmptyDatabase } from '../helpers/database.ts';
-import { databaseUrl, TEST_APP_PASSWORD } from '../helpers/urls.ts';
+import { databaseUrl, TEST_APP_PASSWORD } from '../../support/urls.ts';
 import { needs } from '../helpers/needs.ts';
 
 const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] };

@@ -26,7 +26,8 @@ import { deleteFact, supersedeFact } from '../../src/memory/facts/revise.ts';
 import { retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
-import { projectRoot, startProcess } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
+import { startProcess } from '../helpers/process.ts';
 
 /** The migrations this checkout ships (its SQL files), which an export's header counts. */
 const MIGRATIONS = readdirSync(join(projectRoot, 'drizzle')).filter((name) => name.endsWith('.sql')).length;

@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 describe('the needs reporter', () => {
   it('prints, after the summary, how many tests each need skipped, what runs them, and the unexplained skip', () => {

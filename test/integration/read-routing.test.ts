@@ -17,7 +17,7 @@ import { createLogger } from '../../src/log.ts';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { connectMcp } from '../helpers/mcp.ts';
-import { freePort } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
 
 const logger = createLogger('error');
 const principal = (sub: string): Principal => ({ tenantId: 'acme', sub, role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });

@@ -7,6 +7,7 @@ import { createLogger } from '../../src/log.ts';
 import { retentionHandler } from '../../workers/retention.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
+import { seedFacts } from '../../support/seed.ts';
 
 const DAY = 24 * 3600 * 1000;
 const past = (ms: number) => new Date(Date.now() - ms);
@@ -137,15 +138,15 @@ describe('retention sweep', () => {
     await t.admin.begin(async (sql) => {
       await sql`select set_config('app.tenant_id', ${tenantId}, true)`;
       await sql`insert into tenants (id) values (${tenantId}) on conflict do nothing`;
-      const rows = await sql`
-        insert into facts (tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, expires_at)
-        select ${tenantId}, gen_random_uuid(), 1, 'test.note', jsonb_build_object('text', 'n' || i), 'asserted', 'service', 'test', now(), now(), now() - interval '1 minute'
-        from generate_series(1, ${n}) i
-        returning id`;
-      await sql`
-        insert into fact_revisions (tenant_id, fact_id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, expires_at)
-        select tenant_id, id, version, type, content, trust, asserted_by_kind, asserted_by_id, created_at, recorded_at, expires_at
-        from facts where id in ${sql(rows.map((r) => r.id as string))}`;
+      await seedFacts(sql, {
+        tenantId,
+        last: n,
+        type: 'test.note',
+        text: sql`'n' || i`,
+        assertedBy: 'test',
+        columns: { expires_at: sql`now() - interval '1 minute'` },
+        revisions: true,
+      });
     });
     const logger = createLogger('error', {}, () => {});
     const sweep = retentionHandler({ db: t.app.db, purgeGraceMs: 7 * DAY });

@@ -11,7 +11,7 @@ import { writeFact } from '../../src/memory/facts/insert.ts';
 import { type QueryEmbedder, retrieve } from '../../src/memory/retrieval/retrieve.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 
 const DIMS = 8;
 

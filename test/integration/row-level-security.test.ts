@@ -5,7 +5,7 @@ import { factEmbeddings, factRevisions, facts, outbox } from '../../src/db/schem
 import { appLogin, createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
 import { tenantTablesIn } from '../helpers/tenant-tables.ts';
-import { databaseUrl } from '../helpers/urls.ts';
+import { databaseUrl } from '../../support/urls.ts';
 
 describe('row-level security', () => {
   let t: TestDatabase;

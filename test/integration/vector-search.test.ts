@@ -20,6 +20,7 @@ import { embedAll, indexCollection } from '../../bench/ir.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { fixtureCollection } from '../helpers/fixtures.ts';
+import { seedFacts } from '../../support/seed.ts';
 
 const admin = (tenantId: string): Principal => ({ tenantId, sub: 'admin', role: 'admin', projects: { read: [], write: [] }, orgs: { read: [], write: [] } });
 const K = 10;
@@ -118,11 +119,13 @@ describe('semantic search strategies (real model, real pgvector)', () => {
       return `[${v.map((x) => x / norm).join(',')}]`;
     };
     await t.admin`insert into tenants (id) values (${skewed.tenantId})`;
-    const inserted = await t.admin<{ id: string; type: string }[]>`
-      insert into facts (tenant_id, id, version, created_at, type, content, trust, asserted_by_kind, asserted_by_id)
-      select ${skewed.tenantId}, gen_random_uuid(), 1, now(), case when n > 500 then 'ir.far' else 'ir.near' end, jsonb_build_object('text', 'synthetic ' || n), 'asserted', 'service', 'test'
-      from generate_series(1, 800) n
-      returning id, type`;
+    const inserted = await seedFacts(t.admin, {
+      tenantId: skewed.tenantId,
+      last: 800,
+      type: t.admin`case when i > 500 then 'ir.far' else 'ir.near' end`,
+      text: t.admin`'synthetic ' || i`,
+      assertedBy: 'test',
+    });
     await t.admin`
       insert into fact_embeddings (tenant_id, fact_id, model, version, dims, embedding)
       select ${skewed.tenantId}, id::uuid, ${model.model}, 1, ${model.dims}, v::vector

@@ -8,7 +8,7 @@ import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPGlite } from '../../src/embedded/pglite.ts';
 import { startWireServer, type WireServer } from '../../src/embedded/wire-server.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep } from '../../support/wait.ts';
 
 let pglite: PGlite;
 let server: WireServer;

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 import { actionOf, bashScript, expectationOf, guidePages, pagesInOrder, readmeBlocks, shellBlocks, splitCommands } from './readme-script.ts';
 
 describe('the README test reading shell blocks', () => {

@@ -9,7 +9,7 @@
  *
  * It must not touch the user's machine, so:
  * - PostgreSQL and Redis are private: a cluster made with `initdb` and started with `pg_ctl` as the
- *   `postgres` OS user (test/faults/helpers/postgres-cluster.ts) and a `redis-server`
+ *   `postgres` OS user (support/postgres-cluster.ts) and a `redis-server`
  *   (test/faults/helpers/redis-server.ts), each on a free port on 127.0.0.1, removed at the end.
  *   Your own cluster (and its `mnemo` database), your Redis and port 3000 are never used.
  * - The commands run in a scratch copy of the repository (the files git knows, tracked or not
@@ -35,9 +35,10 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
+import { type PostgresCluster, startPostgresCluster } from '../../support/postgres-cluster.ts';
 import { type PrivateRedis, startPrivateRedis } from '../faults/helpers/redis-server.ts';
-import { freePort, projectRoot } from '../helpers/process.ts';
+import { freePort } from '../../support/ports.ts';
+import { projectRoot } from '../../support/processes.ts';
 import { bashScript, pagesInOrder, readmeBlocks } from './readme-script.ts';
 
 const HOME_PORTS = { api: 3000, postgres: 5432, redis: 6379 };

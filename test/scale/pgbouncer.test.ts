@@ -11,13 +11,13 @@
 import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddingText } from '../../src/embeddings/provider.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../faults/helpers/fake-embeddings.ts';
-import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../faults/helpers/postgres-cluster.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
+import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../support/postgres-cluster.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { startDeployment } from '../helpers/deployment.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
-import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../helpers/urls.ts';
-import { eventually } from '../helpers/wait.ts';
+import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../support/urls.ts';
+import { eventually } from '../../support/wait.ts';
 import { type PgBouncer, startPgBouncer } from './helpers/pgbouncer.ts';
 
 /** What the server logs when a client binds a statement prepared on another server connection. */

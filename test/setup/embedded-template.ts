@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { migrate } from '../../src/db/migrate.ts';
 import { createPGlite } from '../../src/embedded/pglite.ts';
 import { startWireServer } from '../../src/embedded/wire-server.ts';
-import { TEST_APP_PASSWORD, testAppRole } from '../helpers/urls.ts';
+import { TEST_APP_PASSWORD, testAppRole } from '../../support/urls.ts';
 
 export async function createEmbeddedTemplate(runId: string): Promise<{ file: string; remove(): void }> {
   const started = performance.now();

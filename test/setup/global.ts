@@ -17,12 +17,12 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
-import { migrate } from '../../src/db/migrate.ts';
 import { Redis } from 'ioredis';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 import { buildEntryBundles } from './entry-bundles.ts';
 import { createEmbeddedTemplate } from './embedded-template.ts';
-import { databaseUrl, TEST_APP_PASSWORD, testAppRole } from '../helpers/urls.ts';
+import { createMigratedDatabase } from '../../support/database.ts';
+import { TEST_APP_PASSWORD, testAppRole } from '../../support/urls.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -142,11 +142,7 @@ async function onServer(project: TestProject, services: Services, runId: string)
     await dropRunRoles();
   };
   try {
-    await admin.unsafe(`create database "${templateDatabase}"`);
-    await migrate({
-      adminUrl: databaseUrl(services.adminUrl, templateDatabase),
-      appUrl: databaseUrl(services.adminUrl, templateDatabase, { user: testAppRole(runId), password: TEST_APP_PASSWORD }),
-    });
+    await createMigratedDatabase(services.adminUrl, templateDatabase, { user: testAppRole(runId), password: TEST_APP_PASSWORD });
   } catch (error) {
     await cleanUp().catch(() => {});
     await admin.end();

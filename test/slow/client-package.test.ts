@@ -15,7 +15,7 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSUMER_COMPILER_OPTIONS } from '../../clients/typescript/build.ts';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 const run = promisify(execFile);
 const packageDir = join(projectRoot, 'clients/typescript');

@@ -18,9 +18,9 @@ import { tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';
-import { alive, hasExited, type RunningProcess } from '../helpers/process.ts';
-import { keysUnder } from '../helpers/redis.ts';
-import { eventually, sleep } from '../helpers/wait.ts';
+import { alive, hasExited, type RunningProcess } from '../../support/processes.ts';
+import { keysUnder } from '../../support/redis.ts';
+import { eventually, sleep } from '../../support/wait.ts';
 
 describe('embedding pipeline: API and worker processes, Postgres, Redis, the real local model', () => {
   let db: TestDatabase;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseOptions, type SideBySideRun } from '../../bench/side-by-side.ts';
+import { parseOptions } from '../../bench/side-by-side.ts';
+import type { SideBySideRun } from '../../bench/side-by-side-run.ts';
 import { renderSvg } from '../../bench/results.ts';
 import { VectorSpace } from '../../bench/synthetic.ts';
 

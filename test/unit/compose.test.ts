@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig, loadMigrateConfig } from '../../src/config.ts';
 import { environmentVariables } from '../../src/foundation/environment.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 interface Service {
   image?: string;

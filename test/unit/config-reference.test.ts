@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { referencePath, readElsewhere, renderConfigurationReference } from '../../scripts/config-reference.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { environmentSettings, environmentVariables } from '../../src/foundation/environment.ts';
-import { projectRoot } from '../helpers/process.ts';
+import { projectRoot } from '../../support/processes.ts';
 
 const committed = existsSync(referencePath) ? readFileSync(referencePath, 'utf8') : '';
 

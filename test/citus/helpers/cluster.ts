@@ -1,6 +1,6 @@
 /**
  * A private Citus cluster on loopback: a coordinator and `workers` worker nodes, each a private
- * PostgreSQL cluster (test/faults/helpers/postgres-cluster.ts) loading Citus, trust authentication,
+ * PostgreSQL cluster (support/postgres-cluster.ts) loading Citus, trust authentication,
  * the `postgres` OS user. Needs Citus installed for the machine's PostgreSQL
  * (scripts/install-citus.sh builds it from the source tarball CITUS_TARBALL names).
  *
@@ -14,8 +14,8 @@
 import { existsSync } from 'node:fs';
 import postgres from 'postgres';
 import { migrate, type MigrateResult } from '../../../src/db/migrate.ts';
-import { type PostgresCluster, startPostgresCluster } from '../../faults/helpers/postgres-cluster.ts';
-import { databaseUrl } from '../../helpers/urls.ts';
+import { type PostgresCluster, startPostgresCluster } from '../../../support/postgres-cluster.ts';
+import { databaseUrl } from '../../../support/urls.ts';
 
 const pgLib = () => `${process.env.PG_LIB ?? '/usr/lib/postgresql/15/lib'}/citus.so`;
 

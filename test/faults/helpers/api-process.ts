@@ -5,7 +5,7 @@
  */
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.ts';
 import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
-import type { RunningProcess } from '../../helpers/process.ts';
+import type { RunningProcess } from '../../../support/processes.ts';
 
 export interface ApiProcess {
   url: string;

@@ -8,8 +8,8 @@
 import { tokenFor } from '../../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.ts';
 import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
-import { keysUnder } from '../../helpers/redis.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from './fake-embeddings.ts';
+import { keysUnder } from '../../../support/redis.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../../support/fake-embeddings.ts';
 import { type PrivateRedis, startPrivateRedis } from './redis-server.ts';
 
 /** Per live fact of a tenant, its vectors of the model: exactly one at its version is right. */

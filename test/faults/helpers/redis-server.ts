@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { freePort } from '../../../support/ports.ts';
+import { sleep } from '../../../support/wait.ts';
 
 export interface PrivateRedis {
   port: number;

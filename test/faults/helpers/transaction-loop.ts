@@ -11,7 +11,7 @@
 import { sql } from 'drizzle-orm';
 import { connect, withTenant } from '../../../src/db/client.ts';
 import { databaseUnavailableReason } from '../../../src/db/errors.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { sleep } from '../../../support/wait.ts';
 
 const [url, loops = '24'] = process.argv.slice(2);
 if (!url) throw new Error('usage: transaction-loop.ts DATABASE_URL [LOOPS]');

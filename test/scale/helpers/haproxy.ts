@@ -18,8 +18,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { freePort } from '../../../support/ports.ts';
+import { sleep } from '../../../support/wait.ts';
 
 export interface Backend {
   /** The server's name in HAProxy, and what X-Served-By says. */

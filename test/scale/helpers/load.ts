@@ -15,7 +15,7 @@
  * that PostgreSQL holds each of them.
  */
 import { randomUUID } from 'node:crypto';
-import { sleep } from '../../helpers/wait.ts';
+import { sleep } from '../../../support/wait.ts';
 import { SERVED_BY } from './haproxy.ts';
 
 export const operations = ['write', 'read', 'supersede', 'keyword', 'semantic', 'both', 'context'] as const;

@@ -11,13 +11,14 @@
  * second use of a statement lands on another server connection and the query never answers.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
+import { freePort } from '../../../support/ports.ts';
+import { postgresUserIds } from '../../../support/postgres-cluster.ts';
+import { sleep } from '../../../support/wait.ts';
 
 export interface PgBouncerUser {
   name: string;
@@ -58,16 +59,6 @@ export interface PgBouncer {
 /** The admin console's user: a name no test database has. */
 const ADMIN_USER = 'mnemo_bouncer_admin';
 
-function postgresIds(): { uid: number; gid: number } | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  const line = readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((entry) => entry.startsWith('postgres:'));
-  if (!line) throw new Error('PgBouncer refuses to run as root, and there is no postgres OS user to run it as');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
-
 const quoted = (value: string) => `"${value.replaceAll('"', '""')}"`;
 
 function accepts(port: number): Promise<boolean> {
@@ -84,7 +75,7 @@ function accepts(port: number): Promise<boolean> {
 export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBouncer> {
   const port = options.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'mnemo-scale-pgbouncer-'));
-  const ids = postgresIds();
+  const ids = postgresUserIds('PgBouncer');
   if (ids) chownSync(dir, ids.uid, ids.gid);
   const adminPassword = `admin-${Math.random().toString(36).slice(2)}`;
   const users: PgBouncerUser[] = [...options.users, { name: ADMIN_USER, password: adminPassword }];

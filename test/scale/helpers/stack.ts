@@ -10,11 +10,13 @@
  * included), so a run can say where the machine's cores went.
  */
 import postgres, { type Sql } from 'postgres';
-import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../helpers/urls.ts';
+import { TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../../support/urls.ts';
 import { type Deployment, startDeployment } from '../../helpers/deployment.ts';
-import { freePort, type RunningProcess, startProcess } from '../../helpers/process.ts';
-import { type FakeEmbeddings, startFakeEmbeddings } from '../../faults/helpers/fake-embeddings.ts';
-import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../faults/helpers/postgres-cluster.ts';
+import { freePort } from '../../../support/ports.ts';
+import type { RunningProcess } from '../../../support/processes.ts';
+import { startProcess } from '../../helpers/process.ts';
+import { type FakeEmbeddings, startFakeEmbeddings } from '../../../support/fake-embeddings.ts';
+import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../../support/postgres-cluster.ts';
 import { type PrivateRedis, startPrivateRedis } from '../../faults/helpers/redis-server.ts';
 import { cpuSeconds, machineBusySeconds, postgresCpuSeconds } from './cpu.ts';
 import { type Haproxy, startHaproxy } from './haproxy.ts';

@@ -1,23 +1,28 @@
 /**
- * A private PostgreSQL cluster for the fault suite: `initdb` + `pg_ctl` as the `postgres` OS user,
- * its data directory under a fresh temporary directory, its own port on 127.0.0.1 (and its own
- * socket directory), trust authentication. It can be crashed with `kill -9` of the postmaster and
- * started again on the same port (crash recovery then runs, as after a real crash). Never the
- * machine's own cluster: only the pid read from this cluster's postmaster.pid is ever signalled.
+ * Private PostgreSQL servers on loopback, for the suites that crash, replicate or distribute one
+ * (faults, scale, citus, the README run): `pg_ctl` as the `postgres` OS user, the data directory
+ * under a fresh temporary directory, its own port on 127.0.0.1 (and its own socket directory),
+ * trust authentication. A server can be crashed with `kill -9` of the postmaster and started again
+ * on the same port (crash recovery then runs, as after a real crash). Never the machine's own
+ * cluster: only the pid read from this server's postmaster.pid is ever signalled.
+ *
+ * One lifecycle (startPrivateServer) serves every kind: a new cluster (`initdb`,
+ * startPostgresCluster) and a copy of one (`pg_basebackup`, test/scale/helpers/replica.ts).
  *
  * Uses the machine's PostgreSQL binaries (PG_BIN, default /usr/lib/postgresql/15/bin), which must
  * have pgvector installed (scripts/install-pgvector.sh).
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import postgres from 'postgres';
-import { migrate } from '../../../src/db/migrate.ts';
-import { alive, freePort } from '../../helpers/process.ts';
-import { sleep } from '../../helpers/wait.ts';
-import { databaseUrl, TEST_APP_PASSWORD, TEST_APP_ROLE } from '../../helpers/urls.ts';
+import postgres, { type Sql } from 'postgres';
+import { createMigratedDatabase } from './database.ts';
+import { freePort } from './ports.ts';
+import { alive } from './processes.ts';
+import { TEST_APP_PASSWORD, TEST_APP_ROLE } from './urls.ts';
+import { sleep } from './wait.ts';
 
 const run = promisify(execFile);
 
@@ -29,13 +34,11 @@ export interface ClusterDatabase {
   appUrl: string;
 }
 
-export interface PostgresCluster {
+export interface PrivateServer {
   port: number;
   /** postgres://postgres@127.0.0.1:PORT/postgres */
   adminUrl: string;
   dataDir: string;
-  /** Creates a database and applies the migrations (provisioning the app role), as `mnemo migrate` does. */
-  createDatabase(name?: string): Promise<ClusterDatabase>;
   /** The postmaster's pid from postmaster.pid, or undefined when none runs. */
   postmasterPid(): number | undefined;
   /**
@@ -44,7 +47,7 @@ export interface PostgresCluster {
    * linger past `backendGraceMs` are killed too.
    */
   kill9(options?: { backendGraceMs?: number }): Promise<void>;
-  /** Starts the cluster again on the same port; resolves once it accepts connections. */
+  /** Starts the server again on the same port; resolves once it is ready. */
   start(): Promise<void>;
   /** A clean stop (`pg_ctl stop -m fast`). */
   stop(): Promise<void>;
@@ -54,12 +57,32 @@ export interface PostgresCluster {
   log(): string;
 }
 
+export interface PostgresCluster extends PrivateServer {
+  /** Creates a database and applies the migrations (provisioning the app role), as `mnemo migrate` does. */
+  createDatabase(name?: string): Promise<ClusterDatabase>;
+}
+
 const pgBin = () => process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 
+/**
+ * The `postgres` OS user's ids when this process is root (undefined otherwise): the server, and
+ * `program` beside it (e.g. PgBouncer), refuse to run as root.
+ */
+export function postgresUserIds(program = 'PostgreSQL'): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((entry) => entry.startsWith('postgres:'));
+  if (!line) throw new Error(`${program} refuses to run as root, and there is no postgres OS user to run it as (the PostgreSQL server package creates it)`);
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
 /** Runs a PostgreSQL binary as the `postgres` OS user (the server refuses to run as root). */
-async function asPostgres(binary: string, args: string[], timeoutMs = 60_000): Promise<string> {
-  const command = process.getuid?.() === 0 ? 'runuser' : join(pgBin(), binary);
-  const argv = process.getuid?.() === 0 ? ['-u', 'postgres', '--', join(pgBin(), binary), ...args] : args;
+export async function asPostgres(binary: string, args: string[], timeoutMs = 60_000): Promise<string> {
+  const asRoot = process.getuid?.() === 0;
+  const command = asRoot ? 'runuser' : join(pgBin(), binary);
+  const argv = asRoot ? ['-u', 'postgres', '--', join(pgBin(), binary), ...args] : args;
   const { stdout } = await run(command, argv, { timeout: timeoutMs, cwd: tmpdir() });
   return stdout;
 }
@@ -104,24 +127,31 @@ function stillRunning(known: readonly number[]): number[] {
   });
 }
 
-export interface ClusterOptions {
-  port?: number;
-  /** More postgresql.conf lines (e.g. `shared_preload_libraries = 'citus'`); later lines win. */
-  settings?: string[];
+export interface PrivateServerSetup {
+  /** What its errors call it, e.g. "private cluster", "replica". */
+  what: string;
   /** The temporary directory's prefix, so a leftover says which suite made it. */
-  label?: string;
+  label: string;
+  port?: number;
+  /** Fills the (not yet existing) data directory as the postgres user: initdb, pg_basebackup. */
+  create(dataDir: string): Promise<void>;
+  /** postgresql.conf lines added after the port, address and socket directory; later lines win. */
+  settings: readonly string[];
+  /** Throws unless the server that answers is the one wanted (e.g. a replica in recovery). */
+  check?(sql: Sql): Promise<void>;
 }
 
-export async function startPostgresCluster(options: ClusterOptions = {}): Promise<PostgresCluster> {
-  const port = options.port ?? (await freePort());
-  const root = mkdtempSync(join(tmpdir(), `mnemo-${options.label ?? 'faults'}-pg-`));
+/** Makes a server's data directory (`setup.create`), configures it, and starts it. */
+export async function startPrivateServer(setup: PrivateServerSetup): Promise<PrivateServer> {
+  const { what } = setup;
+  const port = setup.port ?? (await freePort());
+  const root = mkdtempSync(join(tmpdir(), `mnemo-${setup.label}-pg-`));
   const dataDir = join(root, 'data');
   const socketDir = join(root, 'socket');
   const logFile = join(root, 'server.log');
   // mkdtemp makes the directory 0700 for root; the server runs as postgres.
-  const asRoot = process.getuid?.() === 0;
-  const { uid, gid } = asRoot ? postgresIds() : { uid: -1, gid: -1 };
-  if (asRoot) chownSync(root, uid, gid);
+  const ids = postgresUserIds();
+  if (ids) chownSync(root, ids.uid, ids.gid);
   chmodSync(root, 0o700);
 
   let removed = false;
@@ -147,24 +177,12 @@ export async function startPostgresCluster(options: ClusterOptions = {}): Promis
     return Number.isInteger(pid) && pid > 0 ? pid : undefined;
   }
 
-  await asPostgres('initdb', ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync']);
-  const settings = [
-    `port = ${port}`,
-    `listen_addresses = '127.0.0.1'`,
-    `unix_socket_directories = '${socketDir}'`,
-    'max_connections = 60',
-    'shared_buffers = 32MB',
-    // Not needed here and noisy in the log.
-    'log_min_messages = warning',
-    ...(options.settings ?? []),
-  ];
-  writeFileSync(join(dataDir, 'postgresql.auto.conf'), `${settings.join('\n')}\n`);
-  mkdirSync(socketDir, { mode: 0o700 });
-  if (asRoot) chownSync(socketDir, uid, gid);
+  const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const log = () => (existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-4000) : '');
 
   const start = async () => {
     await asPostgres('pg_ctl', ['-D', dataDir, '-l', logFile, '-w', '-t', '60', 'start']).catch((error: unknown) => {
-      throw new Error(`private cluster on port ${port} did not start: ${String(error)}\n${log()}`);
+      throw new Error(`${what} on port ${port} did not start: ${String(error)}\n${log()}`);
     });
     // pg_ctl -w waits for the server to accept connections; prove it over TCP as the tests will.
     const deadline = Date.now() + 30_000;
@@ -172,18 +190,16 @@ export async function startPostgresCluster(options: ClusterOptions = {}): Promis
       const sql = postgres(adminUrl, { max: 1, connect_timeout: 2, onnotice: () => {} });
       try {
         await sql`select 1`;
+        await setup.check?.(sql);
         return;
       } catch (error) {
-        if (Date.now() > deadline) throw new Error(`private cluster on port ${port} does not answer: ${String(error)}\n${log()}`);
+        if (Date.now() > deadline) throw new Error(`${what} on port ${port} does not answer: ${String(error)}\n${log()}`);
         await sleep(100);
       } finally {
         await sql.end({ timeout: 1 }).catch(() => {});
       }
     }
   };
-
-  const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  const log = () => (existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-4000) : '');
 
   const kill9 = async ({ backendGraceMs = 5000 } = {}) => {
     const pid = readPid();
@@ -216,23 +232,14 @@ export async function startPostgresCluster(options: ClusterOptions = {}): Promis
     await asPostgres('pg_ctl', ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop']);
   };
 
-  const createDatabase = async (name = `mnemo_faults_${Math.random().toString(36).slice(2, 10)}`): Promise<ClusterDatabase> => {
-    const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
-    try {
-      await sql.unsafe(`create database "${name}"`);
-    } finally {
-      await sql.end({ timeout: 5 });
-    }
-    const db = {
-      name,
-      adminUrl: databaseUrl(adminUrl, name),
-      appUrl: databaseUrl(adminUrl, name, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD }),
-    };
-    await migrate({ adminUrl: db.adminUrl, appUrl: db.appUrl });
-    return db;
-  };
-
   try {
+    await setup.create(dataDir);
+    appendFileSync(
+      join(dataDir, 'postgresql.auto.conf'),
+      [`port = ${port}`, `listen_addresses = '127.0.0.1'`, `unix_socket_directories = '${socketDir}'`, ...setup.settings, ''].join('\n'),
+    );
+    mkdirSync(socketDir, { mode: 0o700 });
+    if (ids) chownSync(socketDir, ids.uid, ids.gid);
     await start();
   } catch (error) {
     onExit();
@@ -245,7 +252,6 @@ export async function startPostgresCluster(options: ClusterOptions = {}): Promis
     port,
     adminUrl,
     dataDir,
-    createDatabase,
     postmasterPid: () => {
       const pid = readPid();
       return pid && alive(pid) ? pid : undefined;
@@ -267,11 +273,34 @@ export async function startPostgresCluster(options: ClusterOptions = {}): Promis
   };
 }
 
-function postgresIds(): { uid: number; gid: number } {
-  const line = readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((entry) => entry.startsWith('postgres:'));
-  if (!line) throw new Error('no postgres OS user on this machine (the PostgreSQL server package creates it)');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
+export interface ClusterOptions {
+  port?: number;
+  /** More postgresql.conf lines (e.g. `shared_preload_libraries = 'citus'`); later lines win. */
+  settings?: string[];
+  /** The temporary directory's prefix, so a leftover says which suite made it. */
+  label?: string;
+}
+
+/** A new cluster (`initdb`), started; its databases are made and migrated by `createDatabase`. */
+export async function startPostgresCluster(options: ClusterOptions = {}): Promise<PostgresCluster> {
+  const server = await startPrivateServer({
+    what: 'private cluster',
+    label: options.label ?? 'faults',
+    ...(options.port === undefined ? {} : { port: options.port }),
+    create: async (dataDir) => {
+      await asPostgres('initdb', ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync']);
+    },
+    settings: [
+      'max_connections = 60',
+      'shared_buffers = 32MB',
+      // Not needed here and noisy in the log.
+      'log_min_messages = warning',
+      ...(options.settings ?? []),
+    ],
+  });
+  const createDatabase = async (name = `mnemo_faults_${Math.random().toString(36).slice(2, 10)}`): Promise<ClusterDatabase> => {
+    const { adminUrl, appUrl } = await createMigratedDatabase(server.adminUrl, name, { user: TEST_APP_ROLE, password: TEST_APP_PASSWORD });
+    return { name, adminUrl, appUrl };
+  };
+  return { ...server, createDatabase };
 }

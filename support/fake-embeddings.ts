@@ -1,13 +1,15 @@
 /**
  * A stand-in for a third-party OpenAI-compatible embeddings endpoint (`POST <url>/embeddings`)
- * that the fault suite can take down, slow down, or make answer vectors of the wrong length.
- * Its vectors are a deterministic function of the text, so the same text always gets the same
- * vector; it counts requests and how many times each text was embedded.
+ * that answers at once, so what a test or a bench measures is Mnemo's side, not a model. The
+ * fault suite can take it down, slow it down, or make it answer vectors of the wrong length.
+ * Its vectors are a deterministic function of the text (by default a hash; the bench's clustered
+ * ones through `vectorOf`), so the same text always gets the same vector; it counts requests and
+ * how many times each text was embedded.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { sleep } from '../../helpers/wait.ts';
+import { sleep } from './wait.ts';
 
 export type FakeMode = { kind: 'ok' } | { kind: 'slow'; delayMs: number } | { kind: 'wrong-dims'; dims: number };
 
@@ -39,9 +41,18 @@ export function fakeVector(text: string, dims: number): number[] {
   return vector.map((x) => x / norm);
 }
 
-export async function startFakeEmbeddings(options: { model?: string; dims?: number; port?: number } = {}): Promise<FakeEmbeddings> {
+export interface FakeEmbeddingsOptions {
+  model?: string;
+  dims?: number;
+  port?: number;
+  /** The vector of a text at `dims` dimensions; default fakeVector. */
+  vectorOf?: (text: string) => number[];
+}
+
+export async function startFakeEmbeddings(options: FakeEmbeddingsOptions = {}): Promise<FakeEmbeddings> {
   const model = options.model ?? 'fake-embed-8';
   const dims = options.dims ?? 8;
+  const vectorOf = options.vectorOf ?? ((text: string) => fakeVector(text, dims));
   let mode: FakeMode = { kind: 'ok' };
   let requests = 0;
   let inFlight = 0;
@@ -66,7 +77,8 @@ export async function startFakeEmbeddings(options: { model?: string; dims?: numb
           if (current.kind === 'slow') await sleep(current.delayMs);
           const length = current.kind === 'wrong-dims' ? current.dims : dims;
           if (length === dims) for (const text of input) counts.set(text, (counts.get(text) ?? 0) + 1);
-          const data = input.map((text, index) => ({ object: 'embedding', index, embedding: fakeVector(text, length) }));
+          const vector = (text: string) => (length === dims ? vectorOf(text) : fakeVector(text, length));
+          const data = input.map((text, index) => ({ object: 'embedding', index, embedding: vector(text) }));
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', model, data }));
         } catch (error) {
           if (!res.headersSent) res.writeHead(400, { 'content-type': 'application/json' });

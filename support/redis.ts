@@ -1,11 +1,11 @@
 /**
  * Keys of one deployment in a Redis shared with others. Every test file's API and workers run
  * under a MNEMO_QUEUE_PREFIX of their own on the test run's Redis, which the files running in
- * parallel share: what a test reads or removes stays under its prefix, never beyond it.
+ * parallel share, and so does a bench run on the machine's Redis: what a test or a bench reads
+ * or removes stays under its prefix, never beyond it.
  */
 import type { Redis } from 'ioredis';
-import { inject } from 'vitest';
-import { createRedis } from '../../src/jobs/redis.ts';
+import { createRedis } from '../src/jobs/redis.ts';
 
 /** `prefix:*` as a SCAN pattern, the prefix taken literally even if it holds a glob character. */
 const under = (prefix: string) => `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:*`;
@@ -32,10 +32,10 @@ export async function deleteKeysUnder(redis: Redis, prefix: string): Promise<voi
 }
 
 /**
- * After a test: removes everything its API and workers left under their queue prefix (jobs,
- * schedulers, the lot) from the test run's Redis, over a connection of its own.
+ * After a test or a bench: removes everything its API and workers left under their queue prefix
+ * (jobs, schedulers, the lot) from the Redis at `redisUrl`, over a connection of its own.
  */
-export async function removeQueuePrefix(prefix: string, redisUrl: string = inject('redisUrl')): Promise<void> {
+export async function removeQueuePrefix(prefix: string, redisUrl: string): Promise<void> {
   // A run without Redis ('') wrote nothing there.
   if (!redisUrl) return;
   const redis = createRedis(redisUrl, 'producer');
