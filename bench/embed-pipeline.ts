@@ -29,7 +29,7 @@ import { scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, embedQueue, type JobData } from '../src/jobs/queues.ts';
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger } from '../src/foundation/log.ts';
 import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
 import { writeFact } from '../src/memory/facts/insert.ts';
 import { startFakeEmbeddings } from '../support/fake-embeddings.ts';

@@ -5,7 +5,7 @@ import { HTTPException } from 'hono/http-exception';
 import type { TokenVerifier } from './auth/verify.ts';
 import type { Db } from './db/client.ts';
 import { databaseUnavailable } from './db/errors.ts';
-import { AppError } from './errors.ts';
+import { AppError } from './foundation/app-error.ts';
 import { authenticate } from './http/auth.ts';
 import type { AppEnv } from './http/app-env.ts';
 import { errorBody, respondWithError } from './http/errors.ts';
@@ -21,7 +21,7 @@ import { limitMcpToolCalls, limitRequests, type RateLimiter } from './http/rate-
 import { describeMcp, openApiInfo } from './http/openapi.ts';
 import { docsRoutes } from './http/docs.ts';
 import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
-import type { Logger } from './log.ts';
+import type { Logger } from './foundation/log.ts';
 import { MCP_PATH, mcpRoutes } from './mcp/server.ts';
 import { DEFAULT_REMEMBER_SETTINGS, type RememberSettings } from './foundation/remember-settings.ts';
 import type { QueryEmbedder } from './memory/retrieval/retrieve.ts';
@@ -157,7 +157,7 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
       return respondWithError(c, new AppError(code, error.message || 'Bad request'));
     }
     // The logger writes only the error's safe fields (name, message, code, frames): never the
-    // SQL parameters a driver error carries (src/log.ts).
+    // SQL parameters a driver error carries (src/foundation/log.ts).
     logger.error('unhandled error', { requestId: c.get('requestId'), method: c.req.method, path: c.req.path, error });
     return respondWithError(c, new AppError('internal', `Internal error; quote request id ${c.get('requestId')}`));
   });

@@ -3,7 +3,7 @@ import { localSecret, SECRET_FILES } from './embedded/secrets.ts';
 import type { Config, Jobs, MigrateConfig, Storage } from './foundation/config.ts';
 import { type Environment, environmentSchema } from './foundation/environment.ts';
 import { LOCAL_MODEL } from './foundation/local-model.ts';
-import { redactUrl } from './redact.ts';
+import { redactUrl } from './foundation/redact.ts';
 
 /**
  * The one place that reads the environment (DESIGN §2). Everything else receives a `Config`.

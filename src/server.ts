@@ -30,9 +30,9 @@ import { createDispatcher } from './jobs/dispatcher.ts';
 import { startInProcessJobs } from './jobs/in-process.ts';
 import { closeQueues, createQueues, queueDefinitions, type Queues } from './jobs/queues.ts';
 import { createRedis } from './jobs/redis.ts';
-import { createLogger, type Logger, logUnhandledRejections } from './log.ts';
+import { createLogger, type Logger, logUnhandledRejections } from './foundation/log.ts';
 import { warmUpInstructionCheck } from './memory/remember/instruction-like.ts';
-import { redactUrl } from './redact.ts';
+import { redactUrl } from './foundation/redact.ts';
 import { exitOnStartupFailure, onShutdown } from './shutdown.ts';
 import { createHandlerRegistry } from '../workers/registry.ts';
 

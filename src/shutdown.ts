@@ -1,4 +1,4 @@
-import type { Logger } from './log.ts';
+import type { Logger } from './foundation/log.ts';
 import { ConfigError } from './config.ts';
 import { UnsafeDatabaseRoleError } from './db/client.ts';
 import { DataDirectoryRefused } from './embedded/data-dir.ts';

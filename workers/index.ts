@@ -12,8 +12,8 @@ import { closeQueues, createQueues, queueDefinitions, reconcileQueue, retentionQ
 import { createRedis } from '../src/jobs/redis.ts';
 import { startWorkers } from '../src/jobs/worker.ts';
 import { createEmbeddingProviders } from '../src/embeddings/registry.ts';
-import { createLogger, logUnhandledRejections } from '../src/log.ts';
-import { countQueueJobs, QUEUE_STATES } from '../src/metrics.ts';
+import { createLogger, logUnhandledRejections } from '../src/foundation/log.ts';
+import { countQueueJobs, QUEUE_STATES } from '../src/foundation/metrics.ts';
 import { exitOnStartupFailure, onShutdown } from '../src/shutdown.ts';
 import { startMetricsServer } from './metrics-server.ts';
 import { createHandlerRegistry } from './registry.ts';

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { registry } from '../src/metrics.ts';
+import { registry } from '../src/foundation/metrics.ts';
 
 export interface MetricsServer {
   port: number;

@@ -3,7 +3,7 @@ import { withTenant } from '../src/db/client.ts';
 import { forEachTenant } from '../src/db/tenants.ts';
 import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { coverage, ensureConfiguredModel, listModels, servingModel } from '../src/memory/facts/vectors.ts';
-import { recordReconcilePass } from '../src/metrics.ts';
+import { recordReconcilePass } from '../src/foundation/metrics.ts';
 import { dispatchOutbox, pendingOutbox } from '../src/jobs/outbox.ts';
 import { scheduleBackfill, scheduleEmbedding } from '../src/jobs/embedding-jobs.ts';
 import { findSchedule } from '../src/episodes/stored-reports.ts';

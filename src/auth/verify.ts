@@ -9,7 +9,7 @@ import {
   jwtVerify,
 } from 'jose';
 import type { Config } from '../foundation/config.ts';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 import { claimsSchema } from './claims.ts';
 import type { Principal } from './permissions.ts';
 

@@ -6,7 +6,7 @@
  * retries allowed are spent. The caller's own abort rejects with the signal's reason, as fetch does.
  */
 import { retryAfterMs } from '../core/retrying-fetch.ts';
-import type { ErrorCode } from '../errors.ts';
+import type { ErrorCode } from '../foundation/app-error.ts';
 
 export type { ErrorCode };
 
@@ -117,7 +117,7 @@ export class UnavailableError extends MnemoError {
   override name = 'UnavailableError';
 }
 
-/** One class per code: a code added to DESIGN §7 (src/errors.ts) fails the type check here until it has its class. */
+/** One class per code: a code added to DESIGN §7 (src/foundation/app-error.ts) fails the type check here until it has its class. */
 const errorClasses = {
   'bad-input': BadInputError,
   unauthenticated: UnauthenticatedError,

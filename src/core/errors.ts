@@ -1,5 +1,5 @@
 import type { Principal } from '../auth/permissions.ts';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 
 /** The domain's errors. Each carries its wire code; src/http/errors.ts maps codes to statuses. */
 

@@ -1,7 +1,7 @@
 import { sql as drizzleSql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres, { type Sql } from 'postgres';
-import { type PoolName, type PoolTracker, trackPool } from '../metrics.ts';
+import { type PoolName, type PoolTracker, trackPool } from '../foundation/metrics.ts';
 import * as schema from './schema.ts';
 
 export type Db = PostgresJsDatabase<typeof schema>;
@@ -70,7 +70,7 @@ const tenantSettings = new WeakMap<Db, { statementTimeoutMs?: number | undefined
 const citusDetections = new WeakMap<Db, Promise<boolean>>();
 /** The same pool as a drizzle handle whose statements are prepared, keyed by the plain handle. */
 const preparedHandles = new WeakMap<Db, Db>();
-/** Each client's count of tenant transactions in flight, for the pool metrics (src/metrics.ts). */
+/** Each client's count of tenant transactions in flight, for the pool metrics (src/foundation/metrics.ts). */
 const poolTrackers = new WeakMap<Db, PoolTracker>();
 
 /**

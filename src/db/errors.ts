@@ -1,4 +1,4 @@
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 
 /**
  * Which database failures mean "the database cannot serve right now, retry shortly" rather than

@@ -1,6 +1,6 @@
 import { fetchWithRetry, isRetryableStatus, NoAnswer } from '../core/retrying-fetch.ts';
-import { redactUrl } from '../redact.ts';
-import type { Logger } from '../log.ts';
+import { redactUrl } from '../foundation/redact.ts';
+import type { Logger } from '../foundation/log.ts';
 import {
   EmbeddingDimensionChanged,
   EmbeddingModelNotFound,

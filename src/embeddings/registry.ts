@@ -1,5 +1,5 @@
 import type { Config } from '../foundation/config.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../foundation/log.ts';
 import { createOpenAICompatProvider } from './openai-compat.ts';
 import type { EmbeddingProvider } from './provider.ts';
 

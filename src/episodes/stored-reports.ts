@@ -16,7 +16,7 @@ import { recordOutbox, type OutboxRow } from '../jobs/outbox.ts';
 import { reportQueue } from '../jobs/queues.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';
 import { decodeCursor, pageOf } from '../core/cursor.ts';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 import { assertTenantAdmin } from '../core/errors.ts';
 import { uuidv7 } from '../core/ids.ts';
 import type { CoverageReport } from '../kiwifs/coverage.ts';

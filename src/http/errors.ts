@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { AppError, type ErrorCode } from '../errors.ts';
+import { AppError, type ErrorCode } from '../foundation/app-error.ts';
 
 /** Every error code of the wire contract and its HTTP status: the one table. */
 export const errorStatus = {

@@ -4,7 +4,7 @@ import type { Principal } from '../auth/permissions.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { lookUpKey, readStoredResponse, type StoredResponse, storeResponse, undoRun } from '../core/idempotency.ts';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { OutboxRow } from '../jobs/outbox.ts';
 import type { AppEnv } from './app-env.ts';

@@ -1,6 +1,6 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
-import { httpRequestDuration, httpRequests, registry } from '../metrics.ts';
+import { httpRequestDuration, httpRequests, registry } from '../foundation/metrics.ts';
 import type { AppEnv } from './app-env.ts';
 
 /** Methods a route of ours answers; any other a client invents is counted as `other`, so the label stays bounded. */

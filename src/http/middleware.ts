@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../foundation/log.ts';
 import type { AppEnv } from './app-env.ts';
 
 const inboundRequestId = /^[A-Za-z0-9_-]{1,128}$/;

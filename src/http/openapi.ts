@@ -1,5 +1,5 @@
 import { type OpenAPIHono, z } from '@hono/zod-openapi';
-import { errorCodes } from '../errors.ts';
+import { errorCodes } from '../foundation/app-error.ts';
 
 export const ErrorSchema = z
   .object({

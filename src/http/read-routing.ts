@@ -27,7 +27,7 @@ import { FactNotFound } from '../core/errors.ts';
 import { assertRestrictedRole, type Database, type Db, UnsafeDatabaseRoleError } from '../db/client.ts';
 import { databaseUnavailableReason } from '../db/errors.ts';
 import { replayedUpTo, walEnd } from '../db/replica.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../foundation/log.ts';
 import type { AppEnv } from './app-env.ts';
 import { principalOf } from './auth.ts';
 

@@ -5,7 +5,7 @@ import { embeddingStatus } from '../memory/facts/vectors.ts';
 import { buildContext } from '../memory/retrieval/prompt.ts';
 import { type QueryEmbedder, retrieve } from '../memory/retrieval/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/retrieval/schemas.ts';
-import { redactUrl } from '../redact.ts';
+import { redactUrl } from '../foundation/redact.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';

@@ -1,7 +1,7 @@
 import type { Hook } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { z } from 'zod';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 import type { AppEnv } from './app-env.ts';
 
 export interface IssueDetail {

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.ts';
+import type { Logger } from '../foundation/log.ts';
 import { scheduleEmbedding } from './embedding-jobs.ts';
 import { dispatchOutbox, type OutboxRow } from './outbox.ts';
 import type { Queues } from './queues.ts';

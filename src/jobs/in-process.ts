@@ -16,8 +16,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/client.ts';
-import type { Logger } from '../log.ts';
-import { countQueueJobs } from '../metrics.ts';
+import type { Logger } from '../foundation/log.ts';
+import { countQueueJobs } from '../foundation/metrics.ts';
 import { InProcessQueue } from './in-process/queue.ts';
 import { closeQueues, type QueueDefinition, type Queues, reconcileQueue, retentionQueue, scheduleRepeatable } from './queues.ts';
 import { checkRegistry, createProcessor, type HandlerRegistry } from './worker.ts';

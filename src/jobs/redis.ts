@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../foundation/log.ts';
 
 /** How long the rate limiter waits for Redis before the node limits on its own (src/http/rate-limit.ts). */
 export const RATE_LIMIT_COMMAND_TIMEOUT_MS = 250;

@@ -3,8 +3,8 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../db/client.ts';
 import { databaseUnavailableReason } from '../db/errors.ts';
-import { type Logger, type SafeError, safeError, safeErrorText } from '../log.ts';
-import { jobDuration, jobFailures, jobWait } from '../metrics.ts';
+import { type Logger, type SafeError, safeError, safeErrorText } from '../foundation/log.ts';
+import { jobDuration, jobFailures, jobWait } from '../foundation/metrics.ts';
 import { markOutboxAttemptFailed, markOutboxDone } from './outbox.ts';
 import { type JobData, outboxRefSchema, type QueueDefinition } from './queues.ts';
 

@@ -14,7 +14,7 @@ import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { type Db, type Tx, withTenant } from '../db/client.ts';
 import { erasures, factEmbeddings, factRevisions, facts, outbox } from '../db/schema.ts';
 import { registerTenant } from '../db/tenants.ts';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 import { type OutboxRow, recordOutbox } from '../jobs/outbox.ts';
 import { erasureQueue } from '../jobs/queues.ts';
 import { type Caller, inTenantTransaction } from '../core/caller.ts';

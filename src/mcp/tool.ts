@@ -3,10 +3,10 @@ import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/
 import type { z } from 'zod';
 import type { Principal } from '../auth/permissions.ts';
 import type { Db } from '../db/client.ts';
-import { AppError } from '../errors.ts';
+import { AppError } from '../foundation/app-error.ts';
 import { databaseUnavailable } from '../db/errors.ts';
 import { errorBody } from '../http/errors.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../foundation/log.ts';
 import type { QueryEmbedder } from '../memory/retrieval/retrieve.ts';
 
 /** What every tool call runs with: the caller (from the bearer token) and the services. */

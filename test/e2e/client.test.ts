@@ -21,7 +21,7 @@ import {
   type MnemoClient,
 } from 'mnemo/client';
 import { createRateLimiter } from '../../src/http/rate-limit.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { freePort } from '../../support/ports.ts';
 import { sleep } from '../../support/wait.ts';

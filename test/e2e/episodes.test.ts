@@ -5,7 +5,7 @@ import { REPORT_LIST_DEFAULT } from '../../src/episodes/schemas.ts';
 import { reportQueue } from '../../src/jobs/queues.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
 import { reportHandler } from '../../workers/report.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
 import { checkStreamedReport } from '../helpers/episodes-report.ts';
 import { sleep } from '../../support/wait.ts';

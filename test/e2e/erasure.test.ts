@@ -4,7 +4,7 @@ import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { createClient } from '../../src/client/index.ts';
 import { MemoryOperationUnsupportedError } from '../../src/client/errors.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
 import { targetHash } from '../../src/core/erasure-guard.ts';
 import { closeQueues, createQueues } from '../../src/jobs/queues.ts';

@@ -4,7 +4,7 @@ import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { LOCAL_MODEL } from '../../src/embeddings/local-server.ts';
 import { MEASURED_SEMANTIC_WEIGHTS } from '../../src/embeddings/registry.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { MEMORY_CLOSE, MEMORY_OPEN, MEMORY_SYSTEM_LINE } from '../../src/memory/retrieval/prompt.ts';
 import { SEMANTIC_UNAVAILABLE_MESSAGE } from '../../src/memory/retrieval/retrieve.ts';
 import { startTestApi, TEST_SECRET, type TestApi, tokenFor } from '../helpers/api.ts';

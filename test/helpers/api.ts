@@ -20,7 +20,7 @@ import { createHandlerRegistry } from '../../workers/registry.ts';
 import { mintDevToken } from '../../src/auth/dev-token.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
-import { createLogger, type Logger } from '../../src/log.ts';
+import { createLogger, type Logger } from '../../src/foundation/log.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';
 import { sleep } from '../../support/wait.ts';

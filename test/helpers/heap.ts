@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { z } from 'zod';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { TEST_SECRET, tokenFor } from './api.ts';
 import type { TestDatabase } from './database.ts';
 import { uniqueTenant } from './factories.ts';

@@ -20,7 +20,7 @@ import { runTool, type ToolContext } from '../../src/mcp/tool.ts';
 import { recordOutbox } from '../../src/jobs/outbox.ts';
 import type { JobData } from '../../src/jobs/queues.ts';
 import { createProcessor } from '../../src/jobs/worker.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { TEST_SECRET, tokenFor } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { uniqueTenant } from '../helpers/factories.ts';

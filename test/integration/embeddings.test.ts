@@ -3,7 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LOCAL_MODEL, startLocalEmbeddingsServer, type LocalEmbeddingsServer } from '../../src/embeddings/local-server.ts';
 import { createOpenAICompatProvider, type OpenAICompatOptions } from '../../src/embeddings/openai-compat.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import {
   EmbeddingDimensionChanged,
   EmbeddingModelNotFound,

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { createTokenVerifier } from '../../src/auth/verify.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { freePort } from '../../support/ports.ts';
 import { needs } from '../helpers/needs.ts';

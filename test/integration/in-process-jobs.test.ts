@@ -19,7 +19,7 @@ import { dispatchOutbox, recordOutbox } from '../../src/jobs/outbox.ts';
 import { defineQueue, embedQueue, enqueueUnique, erasureQueue, queueDefinitions, reportQueue } from '../../src/jobs/queues.ts';
 import type { JobHandler } from '../../src/jobs/worker.ts';
 import { getErasure, requestErasure } from '../../src/lifecycle/erasure.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { createHandlerRegistry } from '../../workers/registry.ts';
 import { TEST_ERASURE_KEY } from '../helpers/api.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';

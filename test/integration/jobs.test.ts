@@ -13,7 +13,7 @@ import { scheduleEmbedding } from '../../src/jobs/embedding-jobs.ts';
 import { closeQueues, createQueues, defineQueue, embedQueue, type BullQueues, type JobData, reconcileQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
 import { checkRegistry, HandlerRegistryError, type JobHandler, startWorkers } from '../../src/jobs/worker.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { ensureConfiguredModel } from '../../src/memory/facts/vectors.ts';
 import { embedHandler } from '../../workers/embed.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';

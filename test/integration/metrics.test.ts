@@ -14,12 +14,12 @@ import { createEmbeddingProviders, type EmbeddingProviders } from '../../src/emb
 import { startInProcessJobs } from '../../src/jobs/in-process.ts';
 import { type BullQueues, closeQueues, createQueues, defineQueue, embedQueue, reconcileQueue } from '../../src/jobs/queues.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { embedPending, ensureConfiguredModel, type ModelInfo } from '../../src/memory/facts/vectors.ts';
 import { writeFact } from '../../src/memory/facts/insert.ts';
 import { supersedeFact } from '../../src/memory/facts/revise.ts';
 import { retrieve } from '../../src/memory/retrieval/retrieve.ts';
-import { registry } from '../../src/metrics.ts';
+import { registry } from '../../src/foundation/metrics.ts';
 import { reconcileHandler } from '../../workers/reconcile.ts';
 import { type FakeEmbeddings, startFakeEmbeddings } from '../../support/fake-embeddings.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTenant } from '../../src/db/client.ts';
 import { sweepTenant } from '../../src/lifecycle/retention.ts';
 import { registerModel, storeEmbeddings } from '../../src/memory/facts/vectors.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { retentionHandler } from '../../workers/retention.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { insertFact, uniqueTenant } from '../helpers/factories.ts';

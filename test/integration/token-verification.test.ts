@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTokenVerifier, JWKS_RETRY_AFTER_FAILURE_MS, MAX_TOKEN_BYTES, TokenKeysUnavailable } from '../../src/auth/verify.ts';
-import { AppError } from '../../src/errors.ts';
+import { AppError } from '../../src/foundation/app-error.ts';
 
 const secret = 'verifier-secret-of-at-least-32-bytes';
 const claims = { tid: 'acme', role: 'member', projects: { read: ['p1'], write: [] } };

@@ -14,7 +14,7 @@ import type { Principal } from '../../src/auth/permissions.ts';
 import { connect, type Database, type Db } from '../../src/db/client.ts';
 import { openReplicaReads, redisWritePositions } from '../../src/http/read-routing.ts';
 import { createRedis } from '../../src/jobs/redis.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/foundation/log.ts';
 import { type ClusterDatabase, type PostgresCluster, startPostgresCluster } from '../../support/postgres-cluster.ts';
 import { tokenFor } from '../helpers/api.ts';
 import { type Deployment, startDeployment } from '../helpers/deployment.ts';

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
-import { countQueueJobs, registry, trackPool } from '../../src/metrics.ts';
+import { countQueueJobs, registry, trackPool } from '../../src/foundation/metrics.ts';
 import { parseMetrics, valueOf } from '../helpers/metrics.ts';
 
 const worker = { DATABASE_URL: 'postgres://mnemo_api:pw@db.internal:5432/mnemo', REDIS_URL: 'redis://cache.internal:6379' };

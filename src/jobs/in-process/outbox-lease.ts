@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.ts';
-import type { Logger } from '../../log.ts';
+import type { Logger } from '../../foundation/log.ts';
 import { claimOutbox, type OutboxClaim, releaseOutboxClaim, renewOutboxClaim } from '../outbox.ts';
 
 /**

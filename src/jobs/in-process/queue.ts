@@ -11,8 +11,8 @@
  * the running ones.
  */
 import { Backoffs } from 'bullmq';
-import type { Logger } from '../../log.ts';
-import type { QueueState } from '../../metrics.ts';
+import type { Logger } from '../../foundation/log.ts';
+import type { QueueState } from '../../foundation/metrics.ts';
 import {
   type AddOptions,
   type JobData,

@@ -12,7 +12,7 @@ import { uuidv7 } from '../../core/ids.ts';
 import { onCitus, pipelined, type Tx } from '../../db/client.ts';
 import { factRevisions } from '../../db/schema.ts';
 import { registerTenant } from '../../db/tenants.ts';
-import { AppError } from '../../errors.ts';
+import { AppError } from '../../foundation/app-error.ts';
 import { appendMergedFrom } from '../../kiwifs/coverage.ts';
 import type { Fact, WriteFactBody } from './schemas.ts';
 import { type RevisionBody, toFact } from './wire.ts';
