@@ -125,6 +125,7 @@ describe('semantic search strategies (real model, real pgvector)', () => {
       type: t.admin`case when i > 500 then 'ir.far' else 'ir.near' end`,
       text: t.admin`'synthetic ' || i`,
       assertedBy: 'test',
+      returning: true,
     });
     await t.admin`
       insert into fact_embeddings (tenant_id, fact_id, model, version, dims, embedding)
