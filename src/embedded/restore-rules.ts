@@ -10,10 +10,10 @@
  *   only the tenants registered). `idempotency_keys` is the exception: a keyed request refused with
  *   a 4xx stores its answer while the rest of its writes, the registration included, roll back;
  * - every fact has its revisions 1 to its version in `fact_revisions`, the current one included
- *   (src/memory/facts.ts writes both rows together; nothing deletes a revision), and every
+ *   (src/memory/facts/insert.ts writes both rows together; nothing deletes a revision), and every
  *   revision belongs to a fact;
  * - every embedding is of a revision that exists, by a registered model, with that model's
- *   dimensions (src/memory/fact-vectors.ts);
+ *   dimensions (src/memory/facts/vectors.ts);
  * - the keyword statistics, folded and pending, count the live facts of each tenant
  *   (drizzle/0008_keyword_statistics.sql: a search reads them as the count of the facts). Only
  *   documents are compared, not tokens: the embedded PostgreSQL is version 18 and a server may be

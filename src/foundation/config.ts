@@ -80,7 +80,7 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** MNEMO_RATE_LIMIT_*: per route class, kept in Redis for every API node (in this process without it). */
   rateLimits: RateLimits;
-  /** MNEMO_MCP_*: what `kindgi_remember` writes, and where (src/memory/remember.ts). */
+  /** MNEMO_MCP_*: what `kindgi_remember` writes, and where (src/memory/remember/remember.ts). */
   mcp: Omit<RememberSettings, 'erasureKey'>;
 }
 

@@ -1,5 +1,5 @@
 /**
- * What `kindgi_remember` writes, and where (src/memory/remember.ts), with the defaults of a
+ * What `kindgi_remember` writes, and where (src/memory/remember/remember.ts), with the defaults of a
  * deployment that sets none of MNEMO_MCP_*. In the foundation, so the configuration schema reads
  * it without loading the domain.
  */

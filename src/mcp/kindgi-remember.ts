@@ -16,7 +16,7 @@ const RememberedSchema = z.object({
 /**
  * `kindgi_remember` (DESIGN §7, issue 17): the agent writes what it learned. Type, text, an
  * optional key and end of validity are the model's to choose; the scope, trust (`unverified`),
- * who asserted it and how long it is kept are not (src/memory/remember.ts).
+ * who asserted it and how long it is kept are not (src/memory/remember/remember.ts).
  */
 export const kindgiRemember = (settings: RememberSettings): Tool =>
   defineTool(

@@ -258,7 +258,7 @@ describe('the API when the database cannot serve', () => {
     writeFileSync(
       script,
       [
-        `import { createLogger, logUnhandledRejections } from ${JSON.stringify(join(projectRoot, 'src/log.ts'))};`,
+        `import { createLogger, logUnhandledRejections } from ${JSON.stringify(join(projectRoot, 'src/foundation/log.ts'))};`,
         `logUnhandledRejections(createLogger('info'));`,
         `const error = Object.assign(new Error('Failed query: insert\\nparams: canary-stray'), { params: ['canary-stray'] });`,
         `void Promise.reject(error);`,

@@ -101,7 +101,7 @@ describe('semantic search strategies (real model, real pgvector)', () => {
 
   // Under test:citus the search runs on a worker, where the budget this test lowers through the
   // session cannot reach: SET LOCAL takes literals, so on Citus the search sets its own budget
-  // (src/memory/semantic.ts) and an operator's lower hnsw.max_scan_tuples is not read there.
+  // (src/memory/retrieval/semantic.ts) and an operator's lower hnsw.max_scan_tuples is not read there.
   it.skipIf(inject('citusNodes'))('falls back to an exact scan when the index gives up first: a filter whose facts all lie far from the query', async () => {
     // 500 facts near the query and 300 far from it (its opposite), typed apart. The filter keeps the
     // far ones: more than EXACT_SCAN_LIMIT, so the index is tried. A scan budget of 100 tuples

@@ -15,7 +15,7 @@ export type InvalidationReason = (typeof invalidationReasons)[number];
 
 /**
  * Why a fact waits for a person before any retrieval returns it: `pending` when an agent
- * remembered text that reads like an instruction (src/memory/instruction-like.ts). Verifying the
+ * remembered text that reads like an instruction (src/memory/remember/instruction-like.ts). Verifying the
  * fact clears it (null).
  */
 export const reviewStates = ['pending'] as const;
