@@ -23,7 +23,7 @@ import { type Principal, visibleTo } from '../src/auth/permissions.ts';
 import { type Db, type Tx, withTenant } from '../src/db/client.ts';
 import { facts } from '../src/db/schema.ts';
 import { live } from '../src/memory/facts/conditions.ts';
-import { BM25, keywordSearch } from '../src/memory/retrieval/keyword.ts';
+import { BM25, keptWords, keywordSearch } from '../src/memory/retrieval/keyword.ts';
 import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from '../src/memory/retrieval/search-query.ts';
 import { createScratchDatabase } from '../support/database.ts';
 import { databaseServer, runWhenMain } from './harness.ts';
@@ -176,17 +176,7 @@ export async function previousKeywordSearch(tx: Tx, principal: Principal, query:
   const k1 = sql.raw(String(BM25.k1));
   const b = sql.raw(String(BM25.b));
   const rows = (await tx.execute(sql`
-    with kept as materialized (
-      select q, (array_agg(word order by ord))[1] as word
-      from (
-        select w.word, w.ord, plainto_tsquery('english', w.word) as q
-        from string_to_table(${words.join(' ')}, ' ') with ordinality as w(word, ord)
-      ) w
-      where numnode(q) > 0
-      group by q
-      order by min(ord)
-      limit ${SEARCH_LEXEMES_MAX}
-    ),
+    with kept as materialized (${keptWords(words)}),
     matching as materialized (
       select (coalesce((select string_agg('(' || q::text || ')', ' | ')::tsquery from kept), ''::tsquery)${sql.join(anyPhrase, sql``)})${sql.join(excluded, sql``)} as q
     ),

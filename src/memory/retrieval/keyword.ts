@@ -26,6 +26,23 @@ import { facts } from '../../db/schema.ts';
 import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from './search-query.ts';
 
 /**
+ * The `kept` words of a query: the first distinct words that are not stop words, one tsquery
+ * each, at most SEARCH_LEXEMES_MAX (a subquery; the keyword scale bench's earlier search uses it too).
+ */
+export function keptWords(words: readonly string[]): SQL {
+  return sql`
+      select q, (array_agg(word order by ord))[1] as word
+      from (
+        select w.word, w.ord, plainto_tsquery('english', w.word) as q
+        from string_to_table(${words.join(' ')}, ' ') with ordinality as w(word, ord)
+      ) w
+      where numnode(q) > 0
+      group by q
+      order by min(ord)
+      limit ${SEARCH_LEXEMES_MAX}`;
+}
+
+/**
  * BM25 parameters. Swept over k1 ∈ {0.9, 1.2} × b ∈ {0.4, 0.6, 0.75} on cranfield / med / cacm
  * (nDCG@10, query term frequency counted): k1 = 1.2, b = 0.6 gave 0.423 / 0.685 / 0.488, against
  * the reference 0.396 / 0.661 / 0.487. Ignoring repeated query words cost cacm 0.038 (0.450),
@@ -97,18 +114,7 @@ export async function keywordSearch(
   const excluded = exclude.map((t) => sql` && !! ${termQuery(t)}`);
 
   const [stats] = (await tx.execute(sql`
-    with kept as materialized (
-      -- The first distinct words that are not stop words, one tsquery each.
-      select q, (array_agg(word order by ord))[1] as word
-      from (
-        select w.word, w.ord, plainto_tsquery('english', w.word) as q
-        from string_to_table(${words.join(' ')}, ' ') with ordinality as w(word, ord)
-      ) w
-      where numnode(q) > 0
-      group by q
-      order by min(ord)
-      limit ${SEARCH_LEXEMES_MAX}
-    ),
+    with kept as materialized (${keptWords(words)}),
     terms as materialized (
       select lexeme, coalesce(array_length(positions, 1), 1)::float8 as qtf
       from unnest(to_tsvector('english', ${includedText}))
