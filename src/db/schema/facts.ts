@@ -176,6 +176,13 @@ export const facts = pgTable(
     // The coverage report's order (KiwiFS's: path bytewise, then id), so a page of episodes is
     // read in order and stops at its end instead of sorting every episode of the tenant.
     index('facts_report_order_idx').on(t.tenantId, sql`(coalesce(path, '') collate "C")`, t.id),
+    // A conversation's turns in order (src/memory/facts/sequence.ts): "the turns before and after
+    // this one" read a few index entries. Thread and session are coalesced because a sequence
+    // matches NULL to NULL, which `=` cannot and `is not distinct from` is no index condition;
+    // the expressions must stay the text sequence.ts writes.
+    index('facts_sequence_idx')
+      .on(t.tenantId, sql`coalesce(thread_id, '')`, sql`coalesce(session_id, '')`, sql`coalesce(observed_at, created_at)`, t.id)
+      .where(sql`${t.memoryKind} = 'episodic'`),
     // The review queue (`?review=pending`): a few facts among many, found without a scan.
     index('facts_review_idx')
       .on(t.tenantId, t.id)
