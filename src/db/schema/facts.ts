@@ -177,11 +177,19 @@ export const facts = pgTable(
     // read in order and stops at its end instead of sorting every episode of the tenant.
     index('facts_report_order_idx').on(t.tenantId, sql`(coalesce(path, '') collate "C")`, t.id),
     // A conversation's turns in order (src/memory/facts/sequence.ts): "the turns before and after
-    // this one" read a few index entries. Thread and session are coalesced because a sequence
-    // matches NULL to NULL, which `=` cannot and `is not distinct from` is no index condition;
-    // the expressions must stay the text sequence.ts writes.
+    // this one" read a few index entries. Thread and session are '' for NULL because a sequence
+    // matches NULL to NULL, which `=` cannot and `is not distinct from` is no index condition.
+    // CASE, not COALESCE: under row-level security PostgreSQL uses an expression as an index
+    // condition only if it cannot leak, and it counts COALESCE as leaky, CASE over a null test
+    // not. The expressions must stay the text sequence.ts writes.
     index('facts_sequence_idx')
-      .on(t.tenantId, sql`coalesce(thread_id, '')`, sql`coalesce(session_id, '')`, sql`coalesce(observed_at, created_at)`, t.id)
+      .on(
+        t.tenantId,
+        sql`(case when thread_id is null then '' else thread_id end)`,
+        sql`(case when session_id is null then '' else session_id end)`,
+        sql`(case when observed_at is null then created_at else observed_at end)`,
+        t.id,
+      )
       .where(sql`${t.memoryKind} = 'episodic'`),
     // The review queue (`?review=pending`): a few facts among many, found without a scan.
     index('facts_review_idx')

@@ -9,16 +9,22 @@
  * - Its **sequence** is the episodic facts of its tenant with the same scope: all six scope
  *   columns equal, NULL equal to NULL (`is not distinct from`). Two sessions of one thread are two
  *   sequences; so are one session id in two projects.
- * - **Order**: `coalesce(observed_at, created_at)`, then `id` (uuidv7, so write order on ties).
+ * - **Order**: `observed_at`, else `created_at`, then `id`. Ids are uuidv7 (milliseconds, then
+ *   random bits), and a batch's ids ascend in its order (insert.ts), so ties are write order; two
+ *   requests written in the same millisecond have no order but a stable one. A writer that knows
+ *   the turns' order gives `observedAt`.
  *
  * The index `facts_sequence_idx` (src/db/schema/facts.ts, drizzle/0012_conversation_sequence.sql)
- * serves "the turns before / after this one": tenant, `coalesce(thread_id, '')`,
- * `coalesce(session_id, '')`, position, id, over episodic facts. `is not distinct from` cannot be an
- * index condition, so `sameSequence` also states the equality of the coalesced thread and session
- * — what the index is keyed on; the exact six-column test then rechecks (ids are never empty
- * strings, upstream validation, so the coalesced equality loses nothing). The expressions here and
- * the index's must stay the same text: a test EXPLAINs the neighbour query
- * (test/integration/conversation-expand.test.ts).
+ * serves "the turns before / after this one": tenant, thread and session ('' for NULL), position,
+ * id, over episodic facts. `is not distinct from` cannot be an index condition, so `sameSequence`
+ * also states the equality of thread and session with NULL read as '' — what the index is keyed
+ * on; the exact six-column test then rechecks (ids are never empty strings, upstream validation,
+ * so reading NULL as '' loses nothing). These expressions are CASE over a null test, not
+ * COALESCE: for the app role, under row-level security, PostgreSQL makes a condition an index
+ * condition only when it cannot leak row values, and it counts COALESCE as leaky (measured: the
+ * COALESCE form scanned the tenant's facts, the CASE form reads the index). The expressions here
+ * and the index's must stay the same text: test/integration/conversation-sequence.test.ts
+ * EXPLAINs the neighbour query as the app role.
  *
  * Every helper takes the columns of a table or alias (`facts`, `alias(facts, 'n')`), so the
  * conditions can relate two rows of facts in one statement (a lateral join). Callers still name
@@ -45,21 +51,27 @@ export type SequenceColumns = Record<
 export const inSequence = (t: SequenceColumns): SQL =>
   and(eq(t.memoryKind, SEQUENCE_KIND), or(isNotNull(t.threadId), isNotNull(t.sessionId)))!;
 
-/** A turn's position in its sequence (before `id`): when it was observed, else when it was written. */
-export const sequencePosition = (t: SequenceColumns): SQL => sql`coalesce(${t.observedAt}, ${t.createdAt})`;
+/**
+ * A turn's position in its sequence (before `id`): when it was observed, else when it was written.
+ * CASE rather than COALESCE, so that it can be an index condition under row-level security.
+ */
+export const sequencePosition = (t: SequenceColumns): SQL => sql`(case when ${t.observedAt} is null then ${t.createdAt} else ${t.observedAt} end)`;
+
+/** A thread or session id, '' for none: the index's key (see above for why not COALESCE). */
+const keyOf = (column: AnyPgColumn): SQL => sql`(case when ${column} is null then '' else ${column} end)`;
 
 /**
  * `n` is in the same sequence as `h`: same tenant, episodic, all six scope columns equal (NULL =
  * NULL). `h` is assumed to be in a sequence itself (`inSequence(h)`); without that, two episodic
- * facts with neither thread nor session would count as one sequence. The coalesced thread and
- * session equalities are implied by the exact ones; they are there for the index.
+ * facts with neither thread nor session would count as one sequence. The thread and
+ * session equalities ('' for NULL) are implied by the exact ones; they are there for the index.
  */
 export const sameSequence = (n: SequenceColumns, h: SequenceColumns): SQL =>
   and(
     eq(n.tenantId, h.tenantId),
     eq(n.memoryKind, SEQUENCE_KIND),
-    sql`coalesce(${n.threadId}, '') = coalesce(${h.threadId}, '')`,
-    sql`coalesce(${n.sessionId}, '') = coalesce(${h.sessionId}, '')`,
+    eq(keyOf(n.threadId), keyOf(h.threadId)),
+    eq(keyOf(n.sessionId), keyOf(h.sessionId)),
     ...SCOPE_KEYS.map((key) => sql`${n[key]} is not distinct from ${h[key]}`),
   )!;
 
@@ -99,7 +111,7 @@ export function sequenceKey(fact: Pick<SequenceFields, 'memoryKind' | 'scope'>):
 
 const instant = (value: Date | string) => (value instanceof Date ? value.getTime() : Date.parse(value));
 
-/** Sequence order of two facts of one sequence: position, then id (uuidv7 strings compare in write order). */
+/** Sequence order of two facts of one sequence: position, then id (lower-case uuid strings compare as PostgreSQL compares uuids). */
 export function compareInSequence(a: SequenceFields, b: SequenceFields): number {
   const position = instant(a.observedAt ?? a.createdAt) - instant(b.observedAt ?? b.createdAt);
   if (position !== 0) return position;
