@@ -186,7 +186,10 @@ async function insertAsValues(tx: Tx, tenantId: string, rows: readonly NewFact[]
 async function insertNewFacts(tx: Tx, principal: Principal, bodies: readonly WriteFactBody[], options: WriteOptions): Promise<Fact[]> {
   // The ids' time and undated mergedFrom entries use this process's clock: neither orders revisions.
   const local = new Date();
-  const rows = bodies.map((body) => ({ id: uuidv7(local.getTime()), revision: newRevision(principal, body, options, local) }));
+  // One millisecond for the whole batch, so the ids' random bits alone would order them: sorted, the
+  // ids follow the batch's order, which a conversation's turns keep (memory/facts/sequence.ts).
+  const ids = bodies.map(() => uuidv7(local.getTime())).sort();
+  const rows = bodies.map((body, i) => ({ id: ids[i]!, revision: newRevision(principal, body, options, local) }));
   const now = await (onCitus(tx) ? insertAsValues : insertFromDocument)(tx, principal.tenantId, rows);
   return rows.map(({ id, revision }) =>
     toFact(id, { ...revision, expiresAt: expiry(revision, now), createdAt: now, recordedAt: now, tenantId: principal.tenantId }, null),
