@@ -47,9 +47,15 @@ export type SequenceColumns = Record<
   AnyPgColumn
 >;
 
+/**
+ * `memory_kind = 'episodic'` with the kind written into the SQL, not bound: the index is partial on
+ * that predicate, and a plan made for parameters (Citus sends a statement's values to the worker as
+ * parameters) could not prove it from `memory_kind = $1` and would scan instead.
+ */
+const episodic = (t: SequenceColumns): SQL => sql`${t.memoryKind} = ${sql.raw(`'${SEQUENCE_KIND}'`)}`;
+
 /** The fact is a turn of some sequence: episodic, with a thread or a session. */
-export const inSequence = (t: SequenceColumns): SQL =>
-  and(eq(t.memoryKind, SEQUENCE_KIND), or(isNotNull(t.threadId), isNotNull(t.sessionId)))!;
+export const inSequence = (t: SequenceColumns): SQL => and(episodic(t), or(isNotNull(t.threadId), isNotNull(t.sessionId)))!;
 
 /**
  * A turn's position in its sequence (before `id`): when it was observed, else when it was written.
@@ -69,7 +75,7 @@ const keyOf = (column: AnyPgColumn): SQL => sql`(case when ${column} is null the
 export const sameSequence = (n: SequenceColumns, h: SequenceColumns): SQL =>
   and(
     eq(n.tenantId, h.tenantId),
-    eq(n.memoryKind, SEQUENCE_KIND),
+    episodic(n),
     eq(keyOf(n.threadId), keyOf(h.threadId)),
     eq(keyOf(n.sessionId), keyOf(h.sessionId)),
     ...SCOPE_KEYS.map((key) => sql`${n[key]} is not distinct from ${h[key]}`),
