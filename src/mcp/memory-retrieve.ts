@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { mcpScopeOf } from '../memory/remember/remember.ts';
 import type { RememberSettings } from '../foundation/remember-settings.ts';
 import { buildContext } from '../memory/retrieval/prompt.ts';
-import { QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/retrieval/schemas.ts';
+import { ExpandSchema, QUERY_MAX_CHARS, RETRIEVE_LIMIT_DEFAULT, RETRIEVE_LIMIT_MAX, retrievalModes } from '../memory/retrieval/schemas.ts';
 import { FactTypeSchema } from '../memory/schemas.ts';
 import { textSchema } from '../foundation/storable.ts';
 import { defineTool, type Tool } from './tool.ts';
@@ -34,6 +34,9 @@ export const memoryRetrieve = (settings: RememberSettings): Tool =>
           .describe('"both" (default): keyword and meaning fused; "keyword"; "semantic" (by meaning); "list" (newest first)'),
         types: z.array(FactTypeSchema).min(1).max(50).optional().describe('Only memories of these types'),
         limit: z.number().int().min(1).max(RETRIEVE_LIMIT_MAX).optional().describe(`At most this many memories (default ${RETRIEVE_LIMIT_DEFAULT})`),
+        expand: ExpandSchema.optional().describe(
+          'Also show the turns just before and after each remembered conversation turn, e.g. {"before": 1, "after": 1} (0-5 each); they do not count toward limit',
+        ),
       }),
       outputSchema: z.object({ memory: z.string(), factIds: z.array(z.uuid()) }),
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },

@@ -66,7 +66,7 @@ describe('MCP tools kindgi_remember and memory_retrieve', () => {
     // The model is told which types it may use.
     expect(schema.properties.type!.description).toContain('note, preference, fact');
     const retrieveTool = tools.find((tool) => tool.name === 'memory_retrieve')!;
-    expect(Object.keys((retrieveTool.inputSchema as { properties: object }).properties).sort()).toEqual(['limit', 'mode', 'query', 'types']);
+    expect(Object.keys((retrieveTool.inputSchema as { properties: object }).properties).sort()).toEqual(['expand', 'limit', 'mode', 'query', 'types']);
     expect(retrieveTool.annotations).toMatchObject({ readOnlyHint: true });
   });
 
@@ -140,6 +140,27 @@ describe('MCP tools kindgi_remember and memory_retrieve', () => {
     expect((await recall(client, { query: 'washing machine' })).factIds).toEqual([factId]);
     expect((await recall(client, { query: 'spring birthday', mode: 'list', limit: 1 })).factIds).toHaveLength(1);
     expect((await recall(client, { query: 'washing machine', types: ['note'] })).factIds).toEqual([]);
+  });
+
+  it('recalls a conversation turn with the turns around it when asked (expand), as /v1/memory/context does', async () => {
+    const { admin } = await member('mcp-expand');
+    const scope = { projectId: 'p1', threadId: 't1', sessionId: 's1' };
+    const ids: string[] = [];
+    for (const [i, text] of ['Which lake was it?', 'The one with the red boathouse.', 'I remember now.'].entries()) {
+      const body = { type: 'chat.turn', memoryKind: 'episodic', scope, observedAt: `2026-05-01T10:00:0${i}Z`, content: { text } };
+      ids.push((await app.api().request('POST', '/v1/memory/facts', { token: admin, body })).body.id);
+    }
+    const agent = await connect(admin);
+    const args = { query: 'red boathouse', mode: 'keyword', expand: { before: 1, after: 1 } };
+    const recalled = await recall(agent, args);
+    expect(recalled.factIds).toEqual([ids[1], ids[0], ids[2]]);
+    expect(recalled.memory).toContain('Which lake was it?');
+    const context = await app.api().request('POST', '/v1/memory/context', { token: admin, body: args });
+    expect(recalled.memory).toBe(context.body.messages[0].content);
+    expect((await recall(agent, { query: 'red boathouse', mode: 'keyword' })).factIds).toEqual([ids[1]]);
+    const refused = await call(agent, 'memory_retrieve', { query: 'red boathouse', expand: { before: 9 } });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toContain('must be 0 to 5');
   });
 
   it('holds instruction-like text for review: pending, unretrievable by every mode until a person verifies it', async () => {

@@ -330,13 +330,16 @@ class Client:
         limit: Optional[int] = None,
         valid_at: Union[str, datetime, None] = None,
         weights: Optional[Mapping[str, float]] = None,
+        expand: Optional[Mapping[str, int]] = None,
         timeout: Optional[float] = None,
         **extra: Any,
     ) -> Dict[str, Any]:
         """Finds facts by keyword, by meaning, or both → ``{"results": [{"fact", "score"}], "journal"}``.
 
         ``mode`` is ``"list"``, ``"keyword"``, ``"semantic"`` or ``"both"`` (the server's
-        default). Further filters the server takes go in ``**extra``, sent in camelCase
+        default). ``expand={"before": 1, "after": 1}`` (0–5 each) gives each result that is a
+        conversation turn its neighbouring turns, as ``"before"`` and ``"after"`` lists beside
+        ``"fact"``. Further filters the server takes go in ``**extra``, sent in camelCase
         (``memory_kind="episodic"`` → ``"memoryKind": "episodic"``).
         """
         body = _body(
@@ -349,6 +352,7 @@ class Client:
                 "limit": limit,
                 "valid_at": valid_at,
                 "weights": weights,
+                "expand": dict(expand) if expand is not None else None,
                 **extra,
             }
         )
@@ -366,6 +370,7 @@ class Client:
         limit: Optional[int] = None,
         valid_at: Union[str, datetime, None] = None,
         instruction_types: Optional[Sequence[str]] = None,
+        expand: Optional[Mapping[str, int]] = None,
         timeout: Optional[float] = None,
         **extra: Any,
     ) -> Dict[str, Any]:
@@ -373,7 +378,8 @@ class Client:
 
         ``messages`` is one user-role message holding the ``<memory>`` block, to place before
         the user's own. With ``instruction_types``, verified facts of those types follow the
-        system line as policies.
+        system line as policies. With ``expand`` (as in ``retrieve``) each conversation turn in
+        the block carries its neighbouring turns.
         """
         body = _body(
             {
@@ -385,6 +391,7 @@ class Client:
                 "limit": limit,
                 "valid_at": valid_at,
                 "instruction_types": list(instruction_types) if instruction_types is not None else None,
+                "expand": dict(expand) if expand is not None else None,
                 **extra,
             }
         )

@@ -205,6 +205,25 @@ class RetrievalTest(unittest.TestCase):
             raise
         self.assertEqual([r["fact"]["id"] for r in found["results"]], [episode["id"]])
 
+    def test_retrieve_and_context_expand_a_turn_with_its_neighbours(self) -> None:
+        scope = {"project_id": self.project, "thread_id": unique("t"), "session_id": unique("s")}
+        kind = unique_type("turn")
+        texts = ["Where did you go last May?", f"To the coast, I painted a {self.word} there.", "Lovely, show me sometime."]
+        turns = [
+            self.client.write_fact(kind, {"text": text}, scope=scope, memory_kind="episodic", observed_at=f"2026-05-0{i + 1}T10:00:00Z")
+            for i, text in enumerate(texts)
+        ]
+        found = self.client.retrieve(self.word, mode="keyword", type=kind, scope=scope, expand={"before": 1, "after": 1})
+        self.assertEqual(len(found["results"]), 1)
+        hit = found["results"][0]
+        self.assertEqual(hit["fact"]["id"], turns[1]["id"])
+        self.assertEqual([f["id"] for f in hit["before"]], [turns[0]["id"]])
+        self.assertEqual([f["id"] for f in hit["after"]], [turns[2]["id"]])
+
+        rendered = self.client.context(self.word, mode="keyword", type=kind, scope=scope, expand={"before": 1})
+        self.assertEqual(rendered["factIds"], [turns[1]["id"], turns[0]["id"]])
+        self.assertIn("Where did you go last May?", rendered["messages"][0]["content"])
+
     def test_context_renders_the_memory_block_and_policies(self) -> None:
         rendered = self.client.context(
             self.word, mode="keyword", types=[self.kind, self.policy], scope={"project_id": self.project}, instruction_types=[self.policy], limit=5

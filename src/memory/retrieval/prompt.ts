@@ -32,8 +32,29 @@ function memoryEntry(fact: Fact) {
   };
 }
 
-export function renderMemoryBlock(facts: readonly Fact[]): string {
-  return `${MEMORY_OPEN}${inertJson(facts.map(memoryEntry))}${MEMORY_CLOSE}`;
+/** A fact of the block, with (from `expand`) the turns around it when there are any. */
+export interface BlockFact {
+  fact: Fact;
+  before?: readonly Fact[] | undefined;
+  after?: readonly Fact[] | undefined;
+}
+
+/**
+ * An entry of the block; with `expand`, its neighbouring turns as entries of the same shape
+ * under `before` and `after`, oldest first. An empty side is left out: a prompt pays for every
+ * token, and a fact in no conversation has none.
+ */
+function blockEntry({ fact, before = [], after = [] }: BlockFact) {
+  return {
+    ...memoryEntry(fact),
+    ...(before.length > 0 ? { before: before.map(memoryEntry) } : {}),
+    ...(after.length > 0 ? { after: after.map(memoryEntry) } : {}),
+  };
+}
+
+/** The `<memory>` block; every `<` of the JSON, neighbours' included, is written `\u003c`. */
+export function renderMemoryBlock(entries: readonly BlockFact[]): string {
+  return `${MEMORY_OPEN}${inertJson(entries.map(blockEntry))}${MEMORY_CLOSE}`;
 }
 
 /**
@@ -52,11 +73,21 @@ export async function buildContext(caller: RetrievalCaller, body: ContextBody): 
   const policyTypes = new Set(instructionTypes ?? []);
   const isPolicy = (fact: Fact) => fact.trust === 'verified' && policyTypes.has(fact.type);
   const policies = results.map((r) => r.fact).filter(isPolicy);
-  const data = results.map((r) => r.fact).filter((fact) => !isPolicy(fact));
+  // A policy goes to the system text alone; turns around it would be data, and it is not in the block.
+  const data = results.filter((r) => !isPolicy(r.fact));
   return {
     system: renderSystem(policies),
     messages: [{ role: 'user', content: renderMemoryBlock(data) }],
-    factIds: results.map((r) => r.fact.id),
+    factIds: factIdsOf(results, data),
     journal,
   };
+}
+
+/** The hits in order, then the neighbours the block shows that are not hits, as it shows them. */
+function factIdsOf(results: readonly BlockFact[], data: readonly BlockFact[]): string[] {
+  const ids = new Set(results.map((r) => r.fact.id));
+  for (const { before = [], after = [] } of data) {
+    for (const fact of [...before, ...after]) ids.add(fact.id);
+  }
+  return [...ids];
 }

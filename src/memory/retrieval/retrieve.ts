@@ -17,6 +17,7 @@ import { appliesIn, live, namesSubject, typeIn, validAt } from '../facts/conditi
 import { factsAsOf, factsByIds } from '../facts/read.ts';
 import type { Fact } from '../facts/schemas.ts';
 import { type ModelInfo, servingModel } from '../facts/vectors.ts';
+import { withNeighbours } from './expand.ts';
 import { FUSION_DEPTH, fuse } from './fusion.ts';
 import { keywordSearch, type RankedId } from './keyword.ts';
 import { type Journal, RETRIEVE_LIMIT_DEFAULT, type RetrievalMode, type RetrieveBody, type RetrieveResult } from './schemas.ts';
@@ -71,8 +72,11 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   // Each statement names the tenant besides row-level security: on Citus that routes it to the
   // tenant's one shard (issue 16). The searches and factsByIds add it themselves.
   const { tenantId } = caller.principal;
+  // With `expand` each hit gains `before` and `after` (expand.ts); without it the answer is as it was.
+  const expanded = async (tx: Tx, hits: { fact: Fact; score: number | null }[]): Promise<RetrieveResult['results']> =>
+    body.expand === undefined ? hits : withNeighbours(tx, caller.principal, hits, body.expand);
   // Every answer passes here once: the metric and the journal tell the same time.
-  const finish = (journal: Omit<Journal, 'tookMs'>, results: { fact: Fact; score: number | null }[]): RetrieveResult => {
+  const finish = (journal: Omit<Journal, 'tookMs'>, results: RetrieveResult['results']): RetrieveResult => {
     const tookMs = performance.now() - started;
     retrievalDuration.observe({ mode }, tookMs / 1000);
     return { results, journal: { ...journal, tookMs: Math.round(tookMs * 10) / 10 } };
@@ -99,7 +103,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
         .orderBy(desc(facts.id))
         .limit(limit);
       const found = await factsByIds(tx, tenantId, rows.map((r) => r.id));
-      return finish({ mode }, rows.map((r) => ({ fact: found.get(r.id)!, score: null })));
+      return finish({ mode }, await expanded(tx, rows.map((r) => ({ fact: found.get(r.id)!, score: null }))));
     }, SNAPSHOT);
   }
 
@@ -115,11 +119,14 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   // search of `both` runs): a slow endpoint must not hold a database connection.
   const embedded = mode === 'keyword' ? undefined : embedQuery(caller, query);
 
-  /** The facts of the fused or single list, best first, loaded in one statement. */
+  /**
+   * The facts of the fused or single list, best first, loaded in one statement; with `expand`,
+   * their neighbours in one more, in the same transaction.
+   */
   const load = async (tx: Tx, ranked: RankedId[], journal: Omit<Journal, 'tookMs'>) => {
     const top = ranked.slice(0, limit);
     const found = await factsByIds(tx, tenantId, top.map((r) => r.id), searchable);
-    return finish(journal, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : [])));
+    return finish(journal, await expanded(tx, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : []))));
   };
 
   if (mode === 'keyword') return inTenantTransaction(caller, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT, PREPARED);

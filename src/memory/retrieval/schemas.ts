@@ -28,6 +28,28 @@ const MinScoreSchema = z
     example: { semantic: 0.35 },
   });
 
+export const EXPAND_MAX = 5;
+
+const ExpandSideSchema = z
+  .number()
+  .int('must be a whole number of turns')
+  .min(0, `must be 0 to ${EXPAND_MAX}`)
+  .max(EXPAND_MAX, `must be 0 to ${EXPAND_MAX}`);
+
+/** How many turns of a hit's conversation to return beside it (DESIGN §5, "Conversations"). */
+export const ExpandSchema = z
+  .strictObject({
+    before: ExpandSideSchema.optional().openapi({ description: 'Turns just before each hit (0–5, default 0)' }),
+    after: ExpandSideSchema.optional().openapi({ description: 'Turns just after each hit (0–5, default 0)' }),
+  })
+  .openapi({
+    description:
+      'Return each hit\'s neighbouring turns beside it: an episodic fact with a threadId or sessionId belongs to the sequence of episodic facts ' +
+      'with exactly its scope, ordered by observedAt (else createdAt), then write order. Neighbours are visible, live and not held for review; ' +
+      'the other filters choose hits, not neighbours. They never count as results, and a neighbour that is itself a hit is also its own result.',
+    example: { before: 1, after: 1 },
+  });
+
 const retrievalFilters = {
   type: FactTypeSchema.optional(),
   types: z.array(FactTypeSchema).min(1).max(50, 'at most 50 types').optional(),
@@ -42,6 +64,7 @@ const retrievalFilters = {
     description: 'Mode "list" only: the facts as they were at this time (the search indexes hold current text, so searches cannot look back)',
   }),
   minScore: MinScoreSchema.optional(),
+  expand: ExpandSchema.optional(),
 };
 
 type FilterBody = {
@@ -50,6 +73,7 @@ type FilterBody = {
   subjectId?: string | undefined;
   asOf?: string | undefined;
   minScore?: number | { keyword?: number | undefined; semantic?: number | undefined } | undefined;
+  expand?: { before?: number | undefined; after?: number | undefined } | undefined;
 };
 
 /** The rules the retrieval filters share, as refinements on the body that holds them. */
@@ -63,6 +87,9 @@ function refineFilters(body: FilterBody, ctx: z.RefinementCtx): void {
   }
   if (body.minScore !== undefined && mode === 'list') {
     ctx.addIssue({ code: 'custom', message: 'mode "list" does not score facts; minScore needs "keyword", "semantic" or "both"', path: ['minScore'] });
+  }
+  if (body.expand !== undefined && body.asOf !== undefined) {
+    ctx.addIssue({ code: 'custom', message: 'neighbours are the turns as they are now, so expand does not go with asOf', path: ['expand'] });
   }
   if (typeof body.minScore === 'number') {
     const floor = mode === 'keyword' ? KeywordFloorSchema : mode === 'semantic' ? SemanticFloorSchema : undefined;
@@ -107,7 +134,14 @@ export const JournalSchema = z
 
 export const RetrieveResultSchema = z
   .object({
-    results: z.array(z.object({ fact: FactSchema, score: z.number().nullable() })),
+    results: z.array(
+      z.object({
+        fact: FactSchema,
+        score: z.number().nullable(),
+        before: z.array(FactSchema).optional().openapi({ description: 'With `expand`: the turns just before this hit, oldest first ([] when it is in no conversation)' }),
+        after: z.array(FactSchema).optional().openapi({ description: 'With `expand`: the turns just after this hit, oldest first' }),
+      }),
+    ),
     journal: JournalSchema,
   })
   .openapi('RetrieveResult');
@@ -126,7 +160,9 @@ export const ContextResultSchema = z
   .object({
     system: z.string(),
     messages: z.array(z.object({ role: z.literal('user'), content: z.string() })),
-    factIds: z.array(z.uuid()),
+    factIds: z.array(z.uuid()).openapi({
+      description: 'The hits in order; with `expand`, then their neighbours not already listed, in the order the block shows them',
+    }),
     journal: JournalSchema,
   })
   .openapi('ContextResult');
