@@ -83,6 +83,21 @@ describe('keyword search with conversation context', () => {
     expect(await search(p, 'walrus')).toEqual([]);
   });
 
+  it('prefers turns observed in the month a question names', async () => {
+    const p = admin(uniqueTenant('ctx-dates'));
+    const caller = { db: t.app.db, principal: p };
+    const [may] = await writeFacts(caller, turns(['Ana: the camping trip, the camping stove, camping all weekend!', 'Ben: sounds fun.'], 'may', Date.parse('2023-05-20T09:00:00Z')));
+    const [june] = await writeFacts(caller, turns(['Ana: we went camping by the lake.', 'Ben: nice.'], 'june', Date.parse('2023-06-24T09:00:00Z')));
+    const question = 'When did Ana go camping in June?';
+    // Without the date, the turn that says "camping" three times wins; with it, June's.
+    expect((await withTenant(t.app.db, p.tenantId, (tx) => keywordSearch(tx, p, question, [live()], 5, { ...BM25, dates: { weight: 0, share: 1 / 12 } })))[0]!.id).toBe(may!.id);
+    expect((await search(p, question))[0]!.id).toBe(june!.id);
+    expect((await search(p, 'camping in May 2023'))[0]!.id).toBe(may!.id);
+    // "may" as a verb names no month.
+    expect((await search(p, 'who may go camping'))[0]!.id).toBe(may!.id);
+    expect((await search(p, 'who may go camping in June'))[0]!.id).toBe(june!.id);
+  });
+
   it('scores exactly as BM25 over the turn plus its neighbours at the context weight (a reference in the test)', async () => {
     const p = admin(uniqueTenant('ctx-exact'));
     const texts = [
