@@ -154,7 +154,7 @@ async function runLocomo(options: LocomoOptions): Promise<LocomoResult> {
     `locomo: ${options.split} split, ${conversations.length} conversations (${conversations.map((c) => c.sampleId).join(', ')}), ${turns} turns, ${questions} questions; database ${database}`;
   return withLocalModel((provider) =>
     withScratch(`locomo_${options.split}`, described, async (database, analyze) => {
-      const { result, answers } = await benchLocomo(database.app.db, provider, conversations, { split: options.split, analyze, log: progress });
+      const { result, answers } = await benchLocomo(database.app.db, provider, conversations, { split: options.split, analyze, log: progress, ...(options.fusion ? { fusion: options.fusion } : {}) });
       if (options.misses) {
         writeAnswers(options.misses, answers);
         progress(`locomo: each question's evidence and top 10 in ${options.misses}`);

@@ -18,7 +18,7 @@ import type { EmbeddingProvider } from '../src/embeddings/provider.ts';
 import { writeFacts } from '../src/memory/facts/insert.ts';
 import { type WriteFactBody, WriteFactsBodySchema } from '../src/memory/facts/schemas.ts';
 import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
-import type { QueryEmbedder, RetrievalCaller } from '../src/memory/retrieval/retrieve.ts';
+import { type QueryEmbedder, type RetrievalCaller, retrieve } from '../src/memory/retrieval/retrieve.ts';
 import { admin, type Percentiles, percentiles, timed, UsageError } from './harness.ts';
 import { embedAll, embedderFor, retrieveRanker, SEARCH_MODES, type SearchMode } from './ir.ts';
 
@@ -39,6 +39,8 @@ export interface LocomoOptions {
   split: LocomoSplit;
   /** Where to write each question's outcome (writeAnswers), if anywhere. */
   misses?: string;
+  /** Semantic weights to also fuse `both` with (the request's `weights`), to measure fusion on conversations. */
+  fusion?: number[];
 }
 
 export const RECALL_KS = [1, 5, 10, 25, 50] as const;
@@ -313,6 +315,8 @@ export interface ConversationStats {
 export interface LocomoResult extends LocomoSummary {
   split: LocomoSplit;
   conversations: ConversationStats[];
+  /** `both` with each weight of `--locomo-fusion` (keyword 1): recall at RECALL_KS. */
+  fusion?: { semantic: number; recall: number[] }[];
   /** retrieve() per call, ms (the query's embedding included in semantic and both). */
   latency: Record<SearchMode, Percentiles>;
   seconds: number;
@@ -325,6 +329,8 @@ export interface LocomoBenchOptions {
   /** ANALYZE after the loads (the owner's connection), as autovacuum would. */
   analyze?: () => Promise<void>;
   log?: (line: string) => void;
+  /** Semantic weights to fuse `both` with besides the default. */
+  fusion?: readonly number[];
 }
 
 /** Every conversation written, embedded and questioned; the measures, and each question's answer. */
@@ -342,6 +348,7 @@ export async function benchLocomo(
   const stats: ConversationStats[] = [];
   const samples: Record<SearchMode, number[]> = { keyword: [], semantic: [], both: [] };
   const turnIds = new Set<string>();
+  const fusion = (options.fusion ?? []).map((semantic) => ({ semantic, sums: RECALL_KS.map(() => 0), questions: 0 }));
 
   for (const conversation of conversations) {
     const { sampleId, turns, questions } = conversation;
@@ -379,6 +386,14 @@ export async function benchLocomo(
         samples[mode].push(ms);
         ranked[mode] = value.map((id) => episodeOf.get(id)!);
       }
+      for (const variant of fusion) {
+        if (question.evidence.length === 0) continue;
+        const { results } = await retrieve(ctx, { mode: 'both', query: question.question, limit: LOCOMO_LIMIT, weights: { keyword: 1, semantic: variant.semantic } });
+        const found = results.map((r) => episodeOf.get(r.fact.id)!);
+        const evidence = question.evidence.map((id) => episodeIdOf(sampleId, id));
+        RECALL_KS.forEach((k, j) => (variant.sums[j]! += evidenceRecall(k, found, evidence)));
+        variant.questions++;
+      }
       ranked.bm25 = bm25.rank(queries[i]!, LOCOMO_LIMIT).map((index) => episodeIdOf(sampleId, turns[index]!.diaId));
       asked.push({
         id: question.id,
@@ -399,7 +414,14 @@ export async function benchLocomo(
 
   const latency = Object.fromEntries(SEARCH_MODES.map((mode) => [mode, percentiles(samples[mode])])) as Record<SearchMode, Percentiles>;
   return {
-    result: { split: options.split, conversations: stats, ...summarize(answers, turnIds), latency, seconds: (performance.now() - started) / 1000 },
+    result: {
+      split: options.split,
+      conversations: stats,
+      ...summarize(answers, turnIds),
+      ...(fusion.length > 0 ? { fusion: fusion.map((v) => ({ semantic: v.semantic, recall: v.sums.map((sum) => sum / v.questions) })) } : {}),
+      latency,
+      seconds: (performance.now() - started) / 1000,
+    },
     answers,
   };
 }

@@ -158,6 +158,14 @@ export function renderLocomo(result: LocomoResult): string {
       ],
     ),
     '',
+    ...(result.fusion
+      ? [
+          'Mode both fused with other semantic weights (keyword 1; the request\'s `weights`):',
+          '',
+          table(['semantic weight', ...ks], result.fusion.map((v) => [String(v.semantic), ...v.recall.map(percent)])),
+          '',
+        ]
+      : []),
     'Per category (the evaluation code reads 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial):',
     '',
     table(

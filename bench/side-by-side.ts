@@ -82,6 +82,7 @@ Options:
                         once and report, never tune on it); all
   --locomo-misses=FILE  also write each question's evidence and the top 10 of each ranking there
                         (JSON lines), for failure analysis
+  --locomo-fusion=W,..  also fuse mode both with each semantic weight W (keyword 1) and report it
   --calibrate           measure the configured embeddings model's fusion weight (bench/calibrate.ts)
   --help                this text
 
@@ -111,7 +112,7 @@ export interface SideBySideOptions {
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): SideBySideOptions | 'help' {
   const value = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   if (argv.includes('--help') || argv.includes('-h')) return 'help';
-  const known = ['size', 'facts', 'only', 'dims', 'rounds', 'ir-data', 'locomo', 'locomo-split', 'locomo-misses'];
+  const known = ['size', 'facts', 'only', 'dims', 'rounds', 'ir-data', 'locomo', 'locomo-split', 'locomo-misses', 'locomo-fusion'];
   for (const arg of argv) {
     if (!arg.startsWith('-')) continue;
     const name = arg.replace(/^--?/, '').split('=')[0]!;
@@ -168,10 +169,15 @@ function locomoOptions(value: (name: string) => string | undefined, env: NodeJS.
   // Checked now: the file is written at the end of a run of minutes.
   if (misses === '') throw new UsageError('--locomo-misses needs a file name');
   if (misses !== undefined && !existsSync(dirname(misses))) throw new UsageError(`--locomo-misses: no folder ${dirname(misses)} to write ${misses} in`);
+  const fusionText = value('locomo-fusion');
+  const fusion = fusionText === undefined ? undefined : fusionText.split(',').map(Number);
+  if (fusion && (fusion.length === 0 || fusion.some((w) => !Number.isFinite(w) || w < 0 || w > 100))) {
+    throw new UsageError(`--locomo-fusion takes semantic weights 0-100 separated by commas, not ${fusionText}`);
+  }
   const path = value('locomo') || env.MNEMO_LOCOMO || undefined;
   if (path === undefined) return null;
   if (!existsSync(path)) throw new UsageError(`--locomo / MNEMO_LOCOMO: no file at ${path}; the data is ${LOCOMO_SOURCE}`);
-  return { path, split: split as LocomoSplit, ...(misses === undefined ? {} : { misses }) };
+  return { path, split: split as LocomoSplit, ...(misses === undefined ? {} : { misses }), ...(fusion ? { fusion } : {}) };
 }
 
 const MODEL = 'bench-synthetic';
