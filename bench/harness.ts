@@ -6,6 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { mintDevToken } from '../src/auth/dev-token.ts';
+import type { Principal } from '../src/auth/permissions.ts';
 import { type ConnectedDatabase, createScratchDatabase } from '../support/database.ts';
 import { freePort } from '../support/ports.ts';
 import { type RunningProcess, startNode, stopProcess } from '../support/processes.ts';
@@ -27,6 +28,22 @@ export const percentiles = (samples: readonly number[]): Percentiles => ({
   p99: percentile(samples, 99),
   n: samples.length,
 });
+
+/** An admin of `tenantId`, as the benches call the domain verbs (they see every scope of it). */
+export const admin = (tenantId: string, sub = 'bench'): Principal => ({
+  tenantId,
+  sub,
+  role: 'admin',
+  projects: { read: [], write: [] },
+  orgs: { read: [], write: [] },
+});
+
+/** A Markdown table: the first column left-aligned, the others right-aligned (numbers). */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
+  return [line(header), `|${widths.map((w, i) => (i === 0 ? ` ${'-'.repeat(w)} ` : ` ${'-'.repeat(w - 1)}: `)).join('|')}|`, ...rows.map(line)].join('\n');
+}
 
 export async function timed<T>(run: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const started = performance.now();

@@ -11,8 +11,10 @@
  * embedded batch by batch (embedPending, as the embed jobs do), and every judged query is run
  * through retrieve() in each mode. Reports mean nDCG@10 per mode and latency percentiles; the
  * scratch databases and the roles are dropped at the end.
+ *
+ * LoCoMo (section locomo, --locomo=PATH): the conversations of the split in one scratch database
+ * made the same way, one tenant each, with the same model (bench/locomo.ts measures them).
  */
-import type { Principal } from '../src/auth/permissions.ts';
 import { startLocalEmbeddingsServer } from '../src/embeddings/local-server.ts';
 import { LOCAL_MODEL } from '../src/foundation/local-model.ts';
 import { semanticWeightOf } from '../src/embeddings/registry.ts';
@@ -22,7 +24,7 @@ import { ensureConfiguredModel } from '../src/memory/facts/vectors.ts';
 import { FUSION_DEPTH, RRF_K } from '../src/memory/retrieval/fusion.ts';
 import type { QueryEmbedder, RetrievalCaller } from '../src/memory/retrieval/retrieve.ts';
 import { EXACT_SCAN_LIMIT } from '../src/memory/retrieval/semantic.ts';
-import { createScratchDatabase } from '../support/database.ts';
+import { type ConnectedDatabase, createScratchDatabase } from '../support/database.ts';
 import {
   embedAll,
   embedderFor,
@@ -37,7 +39,8 @@ import {
   type SearchMode,
 } from './ir.ts';
 import { runCalibration } from './calibrate.ts';
-import { databaseServer, registerCleanup, UsageError } from './harness.ts';
+import { admin, databaseServer, registerCleanup, table, UsageError } from './harness.ts';
+import { benchLocomo, loadLocomo, type LocomoOptions, type LocomoResult, writeAnswers } from './locomo.ts';
 import { HELP, parseOptions, runSideBySide } from './side-by-side.ts';
 import { type Latency, measureRetrievalLatency, type RetrievalLatencies } from './latency.ts';
 
@@ -67,14 +70,6 @@ interface CollectionResult {
   embedSeconds: number;
 }
 
-const admin = (tenantId: string): Principal => ({
-  tenantId,
-  sub: 'bench',
-  role: 'admin',
-  projects: { read: [], write: [] },
-  orgs: { read: [], write: [] },
-});
-
 async function main(): Promise<void> {
   if (process.argv.includes('--calibrate')) {
     await runCalibration(process.argv.slice(2), process.env);
@@ -89,45 +84,84 @@ async function main(): Promise<void> {
     return;
   }
   const names = process.argv.find((arg) => arg.startsWith('--collections='))?.slice('--collections='.length).split(',').filter(Boolean);
-  await runSideBySide({ ...options, quality: () => runQuality(names && names.length > 0 ? names : DEFAULT_COLLECTIONS) });
+  await runSideBySide({
+    ...options,
+    quality: () => runQuality(names && names.length > 0 ? names : DEFAULT_COLLECTIONS),
+    runLocomo,
+  });
+}
+
+/** The real local model behind an OpenAI-compatible provider for `use`, stopped after. */
+async function withLocalModel<T>(use: (provider: EmbeddingProvider) => Promise<T>): Promise<T> {
+  const embeddings = await startLocalEmbeddingsServer({ port: 0, log: progress });
+  try {
+    return await use(createOpenAICompatProvider({ url: embeddings.url, model: embeddings.model, batchSize: 64, timeoutMs: 120_000 }));
+  } finally {
+    await embeddings.close();
+  }
+}
+
+/**
+ * A scratch database for one data set, dropped when `use` is done (or by the side-by-side
+ * bench's cleanup on Ctrl-C), with `analyze` for after its bulk loads.
+ */
+async function withScratch<T>(
+  label: string,
+  describe: (database: string) => string,
+  use: (database: ConnectedDatabase, analyze: () => Promise<void>) => Promise<T>,
+): Promise<T> {
+  const database = await createScratchDatabase(
+    databaseServer(process.env),
+    label.replace(/[^a-z0-9_]/gi, '_'),
+    { app: 4, admin: 1, applicationName: 'mnemo-bench' },
+    (created, drop) => {
+      progress(describe(created));
+      registerCleanup(drop);
+    },
+  );
+  // Statistics after the bulk load, as autovacuum would gather them: without them the planner
+  // takes each table for one row and never uses the HNSW index.
+  const analyze = async () => {
+    await database.admin`analyze facts`;
+    await database.admin`analyze fact_embeddings`;
+  };
+  try {
+    return await use(database, analyze);
+  } finally {
+    await database.drop();
+  }
 }
 
 /** The quality section: the IR collections, one scratch database each; returns the tables. */
 async function runQuality(collections: readonly string[]): Promise<string> {
-  const serverUrl = databaseServer(process.env);
-  const embeddings = await startLocalEmbeddingsServer({ port: 0, log: progress });
-  const provider = createOpenAICompatProvider({ url: embeddings.url, model: embeddings.model, batchSize: 64, timeoutMs: 120_000 });
-
   const results: CollectionResult[] = [];
-  try {
+  await withLocalModel(async (provider) => {
     for (const name of collections) {
       const collection = loadCollection(name, IR_ROOT);
-      // Dropped when the collection is done, or by the side-by-side bench's cleanup on Ctrl-C.
-      const database = await createScratchDatabase(
-        serverUrl,
-        name.replace(/[^a-z0-9_]/gi, '_'),
-        { app: 4, admin: 1, applicationName: 'mnemo-bench' },
-        (created, drop) => {
-          progress(`${name}: ${collection.docs.length} docs, ${collection.queries.length} judged queries; database ${created}`);
-          registerCleanup(drop);
-        },
-      );
-      // Statistics after the bulk load, as autovacuum would gather them: without them the planner
-      // takes each table for one row and never uses the HNSW index.
-      const analyze = async () => {
-        await database.admin`analyze facts`;
-        await database.admin`analyze fact_embeddings`;
-      };
-      try {
-        results.push(await benchCollection(database.app.db, provider, collection, analyze));
-      } finally {
-        await database.drop();
-      }
+      const described = (database: string) => `${name}: ${collection.docs.length} docs, ${collection.queries.length} judged queries; database ${database}`;
+      results.push(await withScratch(name, described, (database, analyze) => benchCollection(database.app.db, provider, collection, analyze)));
     }
-  } finally {
-    await embeddings.close();
-  }
+  });
   return report(results);
+}
+
+/** The locomo section: the split's conversations in one scratch database, a tenant each. */
+async function runLocomo(options: LocomoOptions): Promise<LocomoResult> {
+  const conversations = loadLocomo(options.path, options.split);
+  const turns = conversations.reduce((n, c) => n + c.turns.length, 0);
+  const questions = conversations.reduce((n, c) => n + c.questions.length, 0);
+  const described = (database: string) =>
+    `locomo: ${options.split} split, ${conversations.length} conversations (${conversations.map((c) => c.sampleId).join(', ')}), ${turns} turns, ${questions} questions; database ${database}`;
+  return withLocalModel((provider) =>
+    withScratch(`locomo_${options.split}`, described, async (database, analyze) => {
+      const { result, answers } = await benchLocomo(database.app.db, provider, conversations, { split: options.split, analyze, log: progress, ...(options.fusion ? { fusion: options.fusion } : {}) });
+      if (options.misses) {
+        writeAnswers(options.misses, answers);
+        progress(`locomo: each question's evidence and top 10 in ${options.misses}`);
+      }
+      return result;
+    }),
+  );
 }
 
 async function benchCollection(
@@ -174,12 +208,6 @@ async function benchCollection(
   progress(`${name}: timing retrieval (${LATENCY_ROUNDS} rounds of ${collection.queries.length} queries per measure)…`);
   const latency = await measureRetrievalLatency(ctx, provider, model, collection.queries.map((q) => q.text), LATENCY_ROUNDS);
   return { name, docs: collection.docs.length, queries: collection.queries.length, ndcg, fusion, latency, loadSeconds, embedSeconds };
-}
-
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
-  return [line(header), `|${widths.map((w, i) => (i === 0 ? ` ${'-'.repeat(w)} ` : ` ${'-'.repeat(w - 1)}: `)).join('|')}|`, ...rows.map(line)].join('\n');
 }
 
 const ms = (l: Latency) => `${l.p50.toFixed(1)} / ${l.p95.toFixed(1)}`;

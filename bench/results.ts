@@ -2,14 +2,12 @@
  * The side-by-side bench's output: Markdown tables (printed, and appended to bench/RESULTS.md)
  * and an SVG chart of search latency by size, drawn here (no plotting dependency).
  */
-import type { Percentiles } from './harness.ts';
-import type { LangGraphRow, SideBySideRun } from './side-by-side-run.ts';
+import { type Percentiles, table } from './harness.ts';
+import { DRAGON, LOCOMO_LIMIT, LOCOMO_RANKERS, type LocomoRanker, type LocomoResult, PLAIN_BM25, RECALL_KS } from './locomo.ts';
+import type { LangGraphRow, Section, SideBySideRun } from './side-by-side-run.ts';
 
-export function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
-  return [line(header), `|${widths.map((w, i) => (i === 0 ? ` ${'-'.repeat(w)} ` : ` ${'-'.repeat(w - 1)}: `)).join('|')}|`, ...rows.map(line)].join('\n');
-}
+/** The sections measured on the synthetic tenants (the others bring their own data). */
+const SYNTHETIC: readonly Section[] = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph'];
 
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '—');
 const f0 = (x: number | null | undefined) => (x === null || x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(0));
@@ -27,11 +25,15 @@ function genericTable(rows: readonly Record<string, unknown>[]): string {
 export function renderMarkdown(run: SideBySideRun): string {
   const out: string[] = [];
   const m = run.machine;
+  // A run of quality or locomo alone made no synthetic tenant: its sizes would describe nothing.
+  const synthetic = run.sections.some((s) => SYNTHETIC.includes(s));
   out.push(
-    `## ${m.date} — commit ${m.commit}, size ${run.sizeLabel}`,
+    `## ${m.date} — commit ${m.commit}${synthetic ? `, size ${run.sizeLabel}` : ''}`,
     '',
     `Machine: \`${m.uname}\`, ${m.cpus} CPUs, ${m.memoryGiB.toFixed(1)} GiB; load average ${m.loadBefore} at the start, ${m.loadAfter ?? '—'} at the end.`,
-    `Main tenant sizes ${run.sizes.join(', ')} facts (plus other tenants: ${run.otherTenantsNote}); ${run.dims}-d synthetic vectors, unique, in ${run.clustersNote}; instant fake embeddings endpoint.`,
+    ...(synthetic
+      ? [`Main tenant sizes ${run.sizes.join(', ')} facts (plus other tenants: ${run.otherTenantsNote}); ${run.dims}-d synthetic vectors, unique, in ${run.clustersNote}; instant fake embeddings endpoint.`]
+      : []),
     `Sections: ${run.sections.join(', ')}. Took ${(run.seconds / 60).toFixed(1)} min.`,
     '',
   );
@@ -118,7 +120,68 @@ export function renderMarkdown(run: SideBySideRun): string {
     out.push(`### ${name} (its own module)`, '', Array.isArray(result) ? genericTable(result as Record<string, unknown>[]) : '```\n' + String(result) + '\n```', '');
   }
   if (run.quality) out.push('### Retrieval quality (IR collections, real local model)', '', run.quality.trim(), '');
+  if (run.locomo) out.push(renderLocomo(run.locomo));
   if (run.notes.length > 0) out.push('Notes:', '', ...run.notes.map((n) => `- ${n}`), '');
+  return out.join('\n');
+}
+
+const LOCOMO_ROWS: Record<LocomoRanker, string> = {
+  keyword: 'Mnemo keyword',
+  semantic: 'Mnemo semantic',
+  both: 'Mnemo both',
+  bm25: `plain BM25 (k1 ${PLAIN_BM25.k1}, b ${PLAIN_BM25.b})`,
+};
+
+const percent = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? '—' : (x * 100).toFixed(1));
+
+/** The locomo section: recall@k beside the paper's DRAGON row, per category, latency. */
+export function renderLocomo(result: LocomoResult): string {
+  const measured = result.questions - result.withoutEvidence;
+  const turns = result.conversations.reduce((n, c) => n + c.turns, 0);
+  const ks = RECALL_KS.map((k) => `R@${k}`);
+  const out = [
+    `### LoCoMo recall (${result.split} split: ${result.conversations.map((c) => c.sampleId).join(', ')})`,
+    '',
+    `${result.conversations.length} conversations, ${turns} turns (one episodic fact each, \`<speaker> said, "<text>"\`, a tenant per conversation), ` +
+      `${result.questions} questions through retrieve() (limit ${LOCOMO_LIMIT}). Recall@k: the share of a question's evidence turns among the top k, ` +
+      `averaged over the ${measured} questions with evidence (${result.withoutEvidence} without left out; ${result.unknownEvidence} evidence ids naming no turn count as missed).`,
+    '',
+    table(
+      ['retrieval', ...ks, 'p50 / p95 ms'],
+      [
+        ...LOCOMO_RANKERS.map((r) => [
+          LOCOMO_ROWS[r],
+          ...result.recall[r].map(percent),
+          r === 'bm25' ? '—' : `${result.latency[r].p50.toFixed(1)} / ${result.latency[r].p95.toFixed(1)}`,
+        ]),
+        ['LoCoMo paper, DRAGON (Table 3, dialog)', ...RECALL_KS.map((k) => percent(DRAGON[k])), '—'],
+      ],
+    ),
+    '',
+    ...(result.fusion
+      ? [
+          'Mode both fused with other semantic weights (keyword 1; the request\'s `weights`):',
+          '',
+          table(['semantic weight', ...ks], result.fusion.map((v) => [String(v.semantic), ...v.recall.map(percent)])),
+          '',
+        ]
+      : []),
+    'Per category (the evaluation code reads 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial):',
+    '',
+    table(
+      ['category: retrieval', 'questions', ...ks],
+      result.categories.flatMap((c) => LOCOMO_RANKERS.map((r) => [`${c.category}: ${LOCOMO_ROWS[r]}`, String(c.questions), ...c.recall[r].map(percent)])),
+    ),
+    '',
+    `Plain BM25: computed by the bench over the same turns' \`to_tsvector('english', …)\` lexemes, any-word match, no Mnemo code. ` +
+      'Latency: each retrieve() call, one at a time, semantic and both including the query\'s embedding by the local model (USE lite) over HTTP.',
+    '',
+    ...result.conversations.map(
+      (c) =>
+        `  ${c.sampleId}: ${c.turns} turns written in ${c.writeSeconds.toFixed(1)} s, embedded in ${c.embedSeconds.toFixed(1)} s; ${c.questions} questions in ${c.askSeconds.toFixed(1)} s`,
+    ),
+    '',
+  ];
   return out.join('\n');
 }
 

@@ -3,10 +3,11 @@
  * bench/results.ts renders (a module of its own, so neither imports the other).
  */
 import type { Percentiles } from './harness.ts';
+import type { LocomoResult } from './locomo.ts';
 import type { RecallRow, SearchRow } from './search-scale.ts';
 import type { BatchRow, EmbedRow, WriteRow } from './write-side.ts';
 
-export const SECTIONS = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph', 'quality'] as const;
+export const SECTIONS = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph', 'quality', 'locomo'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface LangGraphRow {
@@ -34,6 +35,8 @@ export interface SideBySideRun {
   langgraphVersion: string;
   modules: Record<string, unknown>;
   quality?: string;
+  /** The LoCoMo section (bench/locomo.ts). */
+  locomo?: LocomoResult;
   notes: string[];
   seconds: number;
 }

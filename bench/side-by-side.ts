@@ -12,7 +12,7 @@
 import { execSync } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, machine as arch, release, totalmem, type as osType } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { startFakeEmbeddings } from '../support/fake-embeddings.ts';
 import { IR_ROOT } from './ir.ts';
 import {
@@ -28,12 +28,12 @@ import {
   UsageError,
 } from './harness.ts';
 import { langGraphPuts, langGraphSearch, loadLangGraph, openLangGraph } from './langgraph.ts';
+import { LOCOMO_SOURCE, LOCOMO_SPLITS, type LocomoOptions, type LocomoResult, type LocomoSplit } from './locomo.ts';
 import { renderMarkdown, renderSvg } from './results.ts';
 import { type Section, SECTIONS, type SideBySideRun } from './side-by-side-run.ts';
 import { filteredRecall, type Mode, searchSideBySide } from './search-scale.ts';
 import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace } from './synthetic.ts';
 import { embedPipeline, writesSideBySide } from './write-side.ts';
-
 
 interface Profile {
   sizes: number[];
@@ -56,8 +56,8 @@ export const HELP = `npm run bench [-- options]
 Mnemo side by side: search latency through the HTTP API vs the raw SQL, filtered recall,
 writes, the embed pipeline, the coverage report and LangGraph.js's PostgresStore, on synthetic
 data in a scratch database (dropped at the end, also on Ctrl-C); retrieval quality on the IR
-collections. Tables go to stdout and are appended to bench/RESULTS.md with a chart
-(bench/latency-by-size.svg).
+collections; recall on LoCoMo's conversations (section locomo). Tables go to stdout and are
+appended to bench/RESULTS.md with a chart (bench/latency-by-size.svg).
 
 Needs DATABASE_URL (or DATABASE_ADMIN_URL: a role that may create databases and roles) and
 REDIS_URL. Progress goes to stderr.
@@ -74,12 +74,22 @@ Options:
   --skip-modules        only this file's measurements, not the modules of issue 12's other
                         parts (keyword-scale, writes, embed-pipeline, report-scale)
   --ir-data=<dir>       the IR collections (texts, queries, quality); default ../shared/data/ir
+  --locomo=PATH         the LoCoMo conversations for section locomo (or MNEMO_LOCOMO): the file
+                        data/locomo10.json of github.com/snap-research/LoCoMo (CC BY-NC 4.0, so
+                        not shipped). Without it a run of every section leaves locomo out, and
+                        --only=locomo refuses
+  --locomo-split=S      dev: conversations 0-4, the default (tune on these); heldout: 5-9 (run
+                        once and report, never tune on it); all
+  --locomo-misses=FILE  also write each question's evidence and the top 10 of each ranking there
+                        (JSON lines), for failure analysis
+  --locomo-fusion=W,..  also fuse mode both with each semantic weight W (keyword 1) and report it
   --calibrate           measure the configured embeddings model's fusion weight (bench/calibrate.ts)
   --help                this text
 
 Examples:
   npm run bench -- --only=keyword,semantic,both --facts=10000
-  npm run bench -- --size=full`;
+  npm run bench -- --size=full
+  npm run bench -- --only=locomo --locomo=../LoCoMo/data/locomo10.json`;
 
 export interface SideBySideOptions {
   sizeLabel: string;
@@ -91,12 +101,18 @@ export interface SideBySideOptions {
   modules: boolean;
   /** The IR quality bench (bench/index.ts), returning its tables. */
   quality: () => Promise<string>;
+  /** Section locomo's data; null when the section does not run. */
+  locomo: LocomoOptions | null;
+  /** The LoCoMo bench (bench/index.ts runs it with the local model). */
+  runLocomo: (options: LocomoOptions) => Promise<LocomoResult>;
+  /** Said at the start and kept in the results' notes: a section left out, and why. */
+  notes: string[];
 }
 
-export function parseOptions(argv: readonly string[]): SideBySideOptions | 'help' {
+export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): SideBySideOptions | 'help' {
   const value = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   if (argv.includes('--help') || argv.includes('-h')) return 'help';
-  const known = ['size', 'facts', 'only', 'dims', 'rounds', 'ir-data'];
+  const known = ['size', 'facts', 'only', 'dims', 'rounds', 'ir-data', 'locomo', 'locomo-split', 'locomo-misses', 'locomo-fusion'];
   for (const arg of argv) {
     if (!arg.startsWith('-')) continue;
     const name = arg.replace(/^--?/, '').split('=')[0]!;
@@ -117,11 +133,51 @@ export function parseOptions(argv: readonly string[]): SideBySideOptions | 'help
     if (!Number.isInteger(profile.rounds) || profile.rounds < 1) throw new UsageError('--rounds must be a whole number ≥ 1');
   }
   const only = value('only');
-  const sections = only === undefined ? [...SECTIONS] : only.split(',').map((s) => s.trim()).filter(Boolean);
+  let sections = only === undefined ? [...SECTIONS] : only.split(',').map((s) => s.trim()).filter(Boolean);
   for (const s of sections) if (!(SECTIONS as readonly string[]).includes(s)) throw new UsageError(`unknown section ${s}; sections: ${SECTIONS.join(', ')}`);
   const dims = Number(value('dims') ?? 256);
   if (!Number.isInteger(dims) || dims < 2 || dims > 2000) throw new UsageError('--dims must be 2 to 2000');
-  return { sizeLabel: facts ? `facts=${profile.sizes.join(',')}` : sizeLabel, profile, sections: sections as Section[], dims, save: !argv.includes('--no-save'), modules: !argv.includes('--skip-modules'), quality: async () => '' };
+  const notes: string[] = [];
+  const locomo = locomoOptions(value, env);
+  if (sections.includes('locomo') && locomo === null) {
+    // The data cannot ship (its licence), so a plain run goes on without it; asking for it by name cannot.
+    if (only !== undefined) throw new UsageError(`section locomo needs the LoCoMo data: --locomo=PATH or MNEMO_LOCOMO, the file ${LOCOMO_SOURCE}`);
+    sections = sections.filter((s) => s !== 'locomo');
+    notes.push(`locomo: left out, no data (--locomo=PATH or MNEMO_LOCOMO); the file is ${LOCOMO_SOURCE}.`);
+  }
+  return {
+    sizeLabel: facts ? `facts=${profile.sizes.join(',')}` : sizeLabel,
+    profile,
+    sections: sections as Section[],
+    dims,
+    save: !argv.includes('--no-save'),
+    modules: !argv.includes('--skip-modules'),
+    quality: async () => '',
+    locomo: sections.includes('locomo') ? locomo : null,
+    runLocomo: async () => {
+      throw new Error('the LoCoMo bench runs from bench/index.ts');
+    },
+    notes,
+  };
+}
+
+/** --locomo (or MNEMO_LOCOMO), --locomo-split and --locomo-misses; null without data. */
+function locomoOptions(value: (name: string) => string | undefined, env: NodeJS.ProcessEnv): LocomoOptions | null {
+  const split = value('locomo-split') ?? 'dev';
+  if (!(LOCOMO_SPLITS as readonly string[]).includes(split)) throw new UsageError(`--locomo-split must be ${LOCOMO_SPLITS.join(', ')}, not ${split}`);
+  const misses = value('locomo-misses');
+  // Checked now: the file is written at the end of a run of minutes.
+  if (misses === '') throw new UsageError('--locomo-misses needs a file name');
+  if (misses !== undefined && !existsSync(dirname(misses))) throw new UsageError(`--locomo-misses: no folder ${dirname(misses)} to write ${misses} in`);
+  const fusionText = value('locomo-fusion');
+  const fusion = fusionText === undefined ? undefined : fusionText.split(',').map(Number);
+  if (fusion && (fusion.length === 0 || fusion.some((w) => !Number.isFinite(w) || w < 0 || w > 100))) {
+    throw new UsageError(`--locomo-fusion takes semantic weights 0-100 separated by commas, not ${fusionText}`);
+  }
+  const path = value('locomo') || env.MNEMO_LOCOMO || undefined;
+  if (path === undefined) return null;
+  if (!existsSync(path)) throw new UsageError(`--locomo / MNEMO_LOCOMO: no file at ${path}; the data is ${LOCOMO_SOURCE}`);
+  return { path, split: split as LocomoSplit, ...(misses === undefined ? {} : { misses }), ...(fusion ? { fusion } : {}) };
 }
 
 const MODEL = 'bench-synthetic';
@@ -177,9 +233,10 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
     langgraphPuts: [],
     langgraphVersion: langgraphVersion(),
     modules: {},
-    notes: [],
+    notes: [...options.notes],
     seconds: 0,
   };
+  for (const note of options.notes) progress(note);
   cleanUpOnSignal();
   try {
     const searching = (['keyword', 'semantic', 'both'] as const).filter(has);
@@ -273,6 +330,10 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
     if (has('quality')) {
       progress('quality: IR collections with the real local model…');
       run.quality = await options.quality();
+    }
+    if (options.locomo) {
+      progress(`locomo: ${options.locomo.split} split of ${options.locomo.path} with the real local model…`);
+      run.locomo = await options.runLocomo(options.locomo);
     }
   } finally {
     await cleanUp();
