@@ -151,13 +151,14 @@ describe('MCP tools kindgi_remember and memory_retrieve', () => {
       ids.push((await app.api().request('POST', '/v1/memory/facts', { token: admin, body })).body.id);
     }
     const agent = await connect(admin);
-    const args = { query: 'red boathouse', mode: 'keyword', expand: { before: 1, after: 1 } };
+    // limit 1: the turn that says it (its neighbours match too, weaker, by their conversation context).
+    const args = { query: 'red boathouse', mode: 'keyword', limit: 1, expand: { before: 1, after: 1 } };
     const recalled = await recall(agent, args);
     expect(recalled.factIds).toEqual([ids[1], ids[0], ids[2]]);
     expect(recalled.memory).toContain('Which lake was it?');
     const context = await app.api().request('POST', '/v1/memory/context', { token: admin, body: args });
     expect(recalled.memory).toBe(context.body.messages[0].content);
-    expect((await recall(agent, { query: 'red boathouse', mode: 'keyword' })).factIds).toEqual([ids[1]]);
+    expect((await recall(agent, { query: 'red boathouse', mode: 'keyword', limit: 1 })).factIds).toEqual([ids[1]]);
     const refused = await call(agent, 'memory_retrieve', { query: 'red boathouse', expand: { before: 9 } });
     expect(refused.isError).toBe(true);
     expect(JSON.stringify(refused.content)).toContain('must be 0 to 5');

@@ -213,14 +213,15 @@ class RetrievalTest(unittest.TestCase):
             self.client.write_fact(kind, {"text": text}, scope=scope, memory_kind="episodic", observed_at=f"2026-05-0{i + 1}T10:00:00Z")
             for i, text in enumerate(texts)
         ]
-        found = self.client.retrieve(self.word, mode="keyword", type=kind, scope=scope, expand={"before": 1, "after": 1})
+        # limit 1: the turn that says the word (its neighbours match too, weaker, through their context).
+        found = self.client.retrieve(self.word, mode="keyword", type=kind, scope=scope, limit=1, expand={"before": 1, "after": 1})
         self.assertEqual(len(found["results"]), 1)
         hit = found["results"][0]
         self.assertEqual(hit["fact"]["id"], turns[1]["id"])
         self.assertEqual([f["id"] for f in hit["before"]], [turns[0]["id"]])
         self.assertEqual([f["id"] for f in hit["after"]], [turns[2]["id"]])
 
-        rendered = self.client.context(self.word, mode="keyword", type=kind, scope=scope, expand={"before": 1})
+        rendered = self.client.context(self.word, mode="keyword", type=kind, scope=scope, limit=1, expand={"before": 1})
         self.assertEqual(rendered["factIds"], [turns[1]["id"], turns[0]["id"]])
         self.assertIn("Where did you go last May?", rendered["messages"][0]["content"])
 
