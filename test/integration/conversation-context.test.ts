@@ -70,8 +70,11 @@ describe('keyword search with conversation context', () => {
     const [, next] = await writeFacts(caller, turns(['Ana: remind me about the dentist.', 'Ben: Sure, tomorrow at nine.'], 's2', Date.parse('2026-05-01T10:00:00.500Z')));
     // Same words, but a semantic fact in the same scope: not a turn, so not context.
     await writeFact(caller, { type: 'chat.summary', content: { text: 'Ana asked about the dentist' }, memoryKind: 'semantic', scope: { projectId: 'p1', threadId: 't1', sessionId: 's2' } });
+    // No memory kind, in a session's scope: outside every sequence, found by its own words alone.
+    const unkind = await writeFact(caller, { type: 'chat.note', content: { text: 'lighthouse map' }, scope: { projectId: 'p1', threadId: 't1', sessionId: 's1' } });
     const lighthouse = await search(p, 'lighthouse keeper');
     expect(lighthouse.map((r) => r.id)).toContain(other!.id);
+    expect(lighthouse.map((r) => r.id)).toContain(unkind.id);
     expect(lighthouse.map((r) => r.id)).not.toContain(next!.id);
 
     // A held turn lends nothing (no search may use it); deleting the question takes its words away.

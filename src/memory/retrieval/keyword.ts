@@ -105,7 +105,8 @@ export interface RankedId {
 
 /** A match as the neighbour lookups see it: the row of `matched` below, named as facts' columns. */
 const match = alias(facts, 'm');
-const IN_SEQUENCE = inSequence(facts);
+/** `is true`: a fact of no memory kind has a NULL kind, and must count as outside, not unknown. */
+const IN_SEQUENCE = sql`(${inSequence(facts)}) is true`;
 
 /** A searched lexeme: its tsquery (as stored, no stemming), weight in the query and tenant statistics. */
 interface Term {
@@ -201,29 +202,24 @@ export async function keywordSearch(
     .sort((x, y) => y.bound - x.bound || x.df - y.df);
 
   const searchable = and(visibleTo(principal, facts), ...corpus)!;
-  const termsJson = JSON.stringify(terms.map(({ lexeme, weight }, ord) => ({ lexeme, weight, ord })));
+  const weightsJson = JSON.stringify(terms.map(({ lexeme, weight }) => ({ lexeme, weight })));
   // Constants inline: as parameters their type could not be inferred inside the arithmetic.
   const k1 = sql.raw(String(Number(params.k1)));
   const b = sql.raw(String(Number(params.b)));
   const context = params.context ?? CONVERSATION_CONTEXT;
   const window = Math.max(0, Math.trunc(context.window));
-  const cw = sql.raw(String(window > 0 ? Number(context.weight) : 0));
   const dateMatch = params.dates ?? DATE_MATCH;
   const dated = documents * dateMatch.share;
   const dateBonus = dates.length === 0 ? 0 : dateMatch.weight * Math.log(1 + (documents - dated + 0.5) / (dated + 0.5));
+  const bonus = sql.raw(String(dateBonus));
   const excludedWords = exclude.length > 0 ? sql`not ts_match_vq(facts.search_vector, ${sql.join(exclude.map(termQuery), sql` || `)})` : sql`true`;
-  // The neighbours' term frequencies and lengths at distance 1..window, by the window functions below.
-  const offsets = Array.from({ length: window }, (_, i) => i + 1);
-  const near = (fn: 'lag' | 'lead', column: string) => offsets.map((d) => sql.raw(`${fn}(${column}, ${d}) over s`));
-  const nearColumns = (column: string, alias: string) =>
-    sql.join([...near('lag', column), ...near('lead', column)].map((expr, i) => sql`, ${expr} as ${sql.raw(`${alias}${i}`)}`));
-  const nearNames = (alias: string) => Array.from({ length: 2 * window }, (_, i) => `${alias}${i}`);
-  const score = async (essential: readonly Term[]) =>
-    (await tx.execute(sql`
-      with terms as materialized (
-        select lexeme, weight, ord from jsonb_to_recordset(${termsJson}::jsonb) as w(lexeme text, weight float8, ord int)
+  const reach = sql.raw(String(2 * window));
+  const score = async (essential: readonly Term[]): Promise<RankedId[]> => {
+    const rows = (await tx.execute(sql`
+      with weights as materialized (
+        select lexeme, weight from jsonb_to_recordset(${weightsJson}::jsonb) as w(lexeme text, weight float8)
       ),
-      searched as materialized (select array_agg(lexeme order by ord) as lexemes, array_agg(weight order by ord) as weights from terms),
+      searched as materialized (select array_agg(lexeme) as lexemes from weights),
       -- The facts holding an essential lexeme and matching the query. The GIN index on (tenant_id,
       -- search_vector) answers the tenant (as a constant, besides row-level security's expression)
       -- and the essential lexemes; the whole query is checked on those rows only (ts_match_vq is @@
@@ -239,75 +235,65 @@ export async function keywordSearch(
           and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
           and ${searchable}
       ),
-      -- Conversation context (DESIGN §5): a turn's score counts the words of the turns around it,
-      -- so twice the window of searchable turns on each side of a match is read too (the nearest
-      -- window are its context, and it is theirs).
+      -- Facts outside any conversation: BM25 here, the best \`depth\`. Only the searched lexemes of
+      -- each document are unnested: setweight marks them (every position of a search document has
+      -- weight D, see mnemo_search_document) and ts_filter keeps them, in C; unnesting whole
+      -- documents cost more than reading them.
+      plain as (
+        select facts.id,
+          sum(
+            w.weight * (v.tf * (${k1} + 1))
+            / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
+          ) + max(case when ${observedIn(dates)} then ${bonus} else 0 end) as score
+        from matched m
+        join facts on facts.tenant_id = ${tenantId} and facts.id = m.id
+        cross join lateral (
+          select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
+          from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
+        ) v
+        join weights w on w.lexeme = v.lexeme
+        where not m.in_sequence
+        group by facts.id
+        order by score desc, facts.id desc
+        limit ${depth}
+      ),
+      -- Turns of a conversation (DESIGN §5), scored in TypeScript with the turns around them: each
+      -- match and the twice-the-window searchable turns on each side of it (the nearest window are
+      -- its context, and it is theirs), found through facts_sequence_idx.
       members as materialized (
         select id, bool_or(matched) as matched from (
-        select id, true as matched from matched
-        ${window > 0 ? sql`union all
-        select n.id, false from matched m
-        cross join lateral (
-          (select facts.id from facts
-           where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${precedes(facts, match)} and ${searchable}
-           order by ${sql.join(sequenceOrder(facts, 'desc'), sql`, `)} limit ${sql.raw(String(2 * window))})
-          union all
-          (select facts.id from facts
-           where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${follows(facts, match)} and ${searchable}
-           order by ${sql.join(sequenceOrder(facts), sql`, `)} limit ${sql.raw(String(2 * window))})
-        ) n
-        where m.in_sequence` : sql``}
+          select id, true as matched from matched where in_sequence
+          ${window > 0 ? sql`union all
+          select near.id, false from matched m
+          cross join lateral (
+            (select facts.id from facts
+             where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${precedes(facts, match)} and ${searchable}
+             order by ${sql.join(sequenceOrder(facts, 'desc'), sql`, `)} limit ${reach})
+            union all
+            (select facts.id from facts
+             where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${follows(facts, match)} and ${searchable}
+             order by ${sql.join(sequenceOrder(facts), sql`, `)} limit ${reach})
+          ) near
+          where m.in_sequence` : sql``}
         ) found
         group by id
-      ),
-      -- Each fact read, in its sequence's order: its neighbours' ids, whether it or a near one matched.
-      placed as materialized (
-        select facts.id, members.matched, facts.search_length::float8 as len, ${IN_SEQUENCE} as in_sequence, ${excludedWords} as allowed, ${observedIn(dates)} as dated${nearColumns('facts.id', 'n')}${nearColumns('members.matched', 'm')}
-        from members join facts on facts.tenant_id = ${tenantId} and facts.id = members.id
-        window s as (partition by case when ${IN_SEQUENCE} then null else facts.id end,
-          facts.org_id, facts.project_id, facts.user_id, facts.participant_id, facts.thread_id, facts.session_id
-          order by ${sql.join(sequenceOrder(facts), sql`, `)})
-      ),
-      -- Each candidate (a match, or a turn near one) and the facts whose words it counts, at their weight.
-      pairs as materialized (
-        select p.id as candidate, p.in_sequence, p.dated, near.id as member, near.w
-        from placed p
-        cross join lateral (values (p.id, 1::float8)${sql.raw(nearNames('n').map((name) => `, (p.${name}, ${Number(context.weight)}::float8)`).join(''))}) as near(id, w)
-        where near.id is not null and p.allowed and (p.matched${sql.raw(nearNames('m').map((name) => ` or coalesce(p.${name}, false)`).join(''))})
-      ),
-      -- The searched lexemes of each fact read (only those are unnested: setweight marks them,
-      -- every position of a search document having weight D, see mnemo_search_document, and
-      -- ts_filter keeps them, in C).
-      counts as materialized (
-        select facts.id, v.lexeme, coalesce(array_length(v.positions, 1), 1)::float8 as tf
-        from placed join facts on facts.tenant_id = ${tenantId} and facts.id = placed.id
-        cross join lateral unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}')) v
-      ),
-      lengths as (
-        select pairs.candidate, bool_or(pairs.in_sequence) as in_sequence, bool_or(pairs.dated) as dated, sum(pairs.w * placed.len) as len
-        from pairs join placed on placed.id = pairs.member
-        group by pairs.candidate
-      ),
-      frequencies as (
-        select pairs.candidate, counts.lexeme, sum(pairs.w * counts.tf) as tf
-        from pairs join counts on counts.id = pairs.member
-        group by pairs.candidate, counts.lexeme
-      ),
-      scored as (
-        select f.candidate as id,
-          sum(t.weight * (f.tf * (${k1} + 1))
-            / (f.tf + ${k1} * (1 - ${b} + ${b} * l.len / greatest(${avgdl}::float8 * (case when l.in_sequence then 1 + ${cw} * ${sql.raw(String(2 * window))} else 1 end), 1))))
-          + max(case when l.dated then ${sql.raw(String(dateBonus))} else 0 end) as score
-        from frequencies f
-        join terms t on t.lexeme = f.lexeme
-        join lengths l on l.candidate = f.candidate
-        group by f.candidate
       )
-      select id, score from scored
-      where score > 0
-      order by score desc, id desc
-      limit ${depth}
-    `)) as unknown as { id: string; score: number | string }[];
+      select 'plain' as kind, id, score, null::boolean as matched, null::text as sequence, null::float8 as len, null::boolean as allowed,
+        null::boolean as dated, null::text as found
+      from plain
+      union all
+      (select 'turn', facts.id, null, members.matched,
+        json_build_array(facts.org_id, facts.project_id, facts.user_id, facts.participant_id, facts.thread_id, facts.session_id)::text,
+        facts.search_length::float8, ${excludedWords}, coalesce(${observedIn(dates)}, false),
+        ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}')::text
+      from members join facts on facts.tenant_id = ${tenantId} and facts.id = members.id
+      order by facts.org_id, facts.project_id, facts.user_id, facts.participant_id, facts.thread_id, facts.session_id,
+        ${sql.join(sequenceOrder(facts), sql`, `)})
+    `)) as unknown as ScoredRow[];
+    const plain = rows.filter((r) => r.kind === 'plain').map((r) => ({ id: r.id, score: Number(r.score) }));
+    const turns = scoreTurns(rows.filter((r) => r.kind === 'turn'), terms, { ...params, avgdl, window, weight: context.weight, dateBonus });
+    return [...plain, ...turns].sort(byScore).slice(0, depth);
+  };
 
   let essential = 0;
   for (let budget = candidates.first; ; budget *= candidates.growth) {
@@ -319,8 +305,71 @@ export async function keywordSearch(
     // A fact holding none of the essential lexemes scores at most the others' bounds, and the date's.
     const others = terms.slice(essential).reduce((sum, t) => sum + t.bound, 0) + dateBonus;
     const last = rows[depth - 1];
-    if (essential === terms.length || budget >= candidates.max || (last && Number(last.score) >= others)) {
-      return rows.map((row) => ({ id: row.id, score: Number(row.score) }));
+    if (essential === terms.length || budget >= candidates.max || (last && last.score >= others)) {
+      return rows;
     }
   }
+}
+
+/** A row of the scoring statement: a plain fact with its score, or a turn to score here. */
+interface ScoredRow {
+  kind: 'plain' | 'turn';
+  id: string;
+  score: number | string | null;
+  matched: boolean | null;
+  /** The turn's sequence (its six scope keys); rows come in sequence order. */
+  sequence: string | null;
+  len: number | null;
+  /** No excluded word (`-word`). */
+  allowed: boolean | null;
+  /** Observed in a date the query names. */
+  dated: boolean | null;
+  /** The searched lexemes the turn holds, as a tsvector's text (`'word':3,7`). */
+  found: string | null;
+}
+
+/** Best first; ties by newest id (uuid strings compare as PostgreSQL compares uuids). */
+const byScore = (x: RankedId, y: RankedId) => y.score - x.score || (x.id < y.id ? 1 : x.id > y.id ? -1 : 0);
+
+const LEXEME = /'((?:[^'\\]|''|\\.)*)'(?::([0-9A-D,]+))?/g;
+
+/** Lexeme → term frequency (its positions; a lexeme without positions counts once) of a tsvector's text. */
+export function termFrequencies(vector: string): Map<string, number> {
+  const found = new Map<string, number>();
+  for (const [, quoted, positions] of vector.matchAll(LEXEME)) {
+    const lexeme = quoted!.replace(/''/g, "'").replace(/\\(.)/g, '$1');
+    found.set(lexeme, positions ? positions.split(',').length : 1);
+  }
+  return found;
+}
+
+/**
+ * BM25 with conversation context over the turns read (in sequence order): a turn that matched, or
+ * lies within \`window\` turns of one, scores with its own term frequencies and length plus
+ * \`weight\` times its neighbours', against the average length times the window's total weight.
+ */
+function scoreTurns(
+  rows: readonly ScoredRow[],
+  terms: readonly Term[],
+  p: { k1: number; b: number; avgdl: number; window: number; weight: number; dateBonus: number },
+): RankedId[] {
+  const tfs = rows.map((row) => termFrequencies(row.found ?? ''));
+  const norm = Math.max(p.avgdl * (1 + p.weight * 2 * p.window), 1);
+  const scored: RankedId[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    const near: number[] = [];
+    for (let j = Math.max(0, i - p.window); j <= Math.min(rows.length - 1, i + p.window); j++) {
+      if (j !== i && rows[j]!.sequence === row.sequence) near.push(j);
+    }
+    if (!row.allowed || !(row.matched || near.some((j) => rows[j]!.matched))) continue;
+    const len = row.len! + p.weight * near.reduce((sum, j) => sum + rows[j]!.len!, 0);
+    let score = row.dated ? p.dateBonus : 0;
+    for (const term of terms) {
+      const tf = (tfs[i]!.get(term.lexeme) ?? 0) + p.weight * near.reduce((sum, j) => sum + (tfs[j]!.get(term.lexeme) ?? 0), 0);
+      if (tf > 0) score += (term.weight * (tf * (p.k1 + 1))) / (tf + p.k1 * (1 - p.b + (p.b * len) / norm));
+    }
+    if (score > 0) scored.push({ id: row.id, score });
+  }
+  return scored;
 }
