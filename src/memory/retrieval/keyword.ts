@@ -24,7 +24,8 @@ import { alias } from 'drizzle-orm/pg-core';
 import { type Principal, visibleTo } from '../../auth/permissions.ts';
 import type { Tx } from '../../db/client.ts';
 import { facts } from '../../db/schema.ts';
-import { follows, inSequence, precedes, sameSequence, sequenceOrder } from '../facts/sequence.ts';
+import { live } from '../facts/conditions.ts';
+import { follows, inSequence, precedes, sameSequence, sequenceOrder, sequencePosition } from '../facts/sequence.ts';
 import { type QueryDate, queryDates } from './query-dates.ts';
 import { parseSearchQuery, SEARCH_LEXEMES_MAX, type SearchTerm } from './search-query.ts';
 
@@ -105,6 +106,9 @@ export interface RankedId {
 
 /** A match as the neighbour lookups see it: the row of `matched` below, named as facts' columns. */
 const match = alias(facts, 'm');
+/** What takes a place in a sequence around a match: a turn that is live and not held for review. */
+const TURN = sql`${live()} and ${facts.review} is null`;
+
 /** `is true`: a fact of no memory kind has a NULL kind, and must count as outside, not unknown. */
 const IN_SEQUENCE = sql`(${inSequence(facts)}) is true`;
 
@@ -258,8 +262,10 @@ export async function keywordSearch(
         limit ${depth}
       ),
       -- Turns of a conversation (DESIGN §5), scored in TypeScript with the turns around them: each
-      -- match and the twice-the-window searchable turns on each side of it (the nearest window are
-      -- its context, and it is theirs), found through facts_sequence_idx.
+      -- match and twice the window of turns on each side of it (the nearest window are its context,
+      -- and it is theirs), found through facts_sequence_idx. A neighbour is any live turn not held
+      -- for review (a sequence has one scope, so the caller sees all of its turns or none); which of
+      -- them the search may use (its filters) is read with each row.
       members as materialized (
         select id, bool_or(matched) as matched from (
           select id, true as matched from matched where in_sequence
@@ -267,31 +273,35 @@ export async function keywordSearch(
           select near.id, false from matched m
           cross join lateral (
             (select facts.id from facts
-             where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${precedes(facts, match)} and ${searchable}
+             where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${precedes(facts, match)} and ${TURN}
              order by ${sql.join(sequenceOrder(facts, 'desc'), sql`, `)} limit ${reach})
             union all
             (select facts.id from facts
-             where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${follows(facts, match)} and ${searchable}
+             where facts.tenant_id = ${tenantId} and ${sameSequence(facts, match)} and ${follows(facts, match)} and ${TURN}
              order by ${sql.join(sequenceOrder(facts), sql`, `)} limit ${reach})
           ) near
           where m.in_sequence` : sql``}
         ) found
         group by id
       )
-      select 'plain' as kind, id, score, null::boolean as matched, null::text as sequence, null::float8 as len, null::boolean as allowed,
-        null::boolean as dated, null::text as found
+      select 'plain' as kind, id, score, null::boolean as usable, null::boolean as matched, null::text as sequence, null::float8 as len, null::boolean as allowed,
+        null::boolean as dated, null::text as found, null::float8 as position
       from plain
       union all
-      (select 'turn', facts.id, null, members.matched,
+      (select 'turn', facts.id, null, ${searchable}, members.matched,
         json_build_array(facts.org_id, facts.project_id, facts.user_id, facts.participant_id, facts.thread_id, facts.session_id)::text,
         facts.search_length::float8, ${excludedWords}, coalesce(${observedIn(dates)}, false),
-        ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}')::text
-      from members join facts on facts.tenant_id = ${tenantId} and facts.id = members.id
-      order by facts.org_id, facts.project_id, facts.user_id, facts.participant_id, facts.thread_id, facts.session_id,
-        ${sql.join(sequenceOrder(facts), sql`, `)})
+        ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}')::text,
+        -- Microseconds since 1970: exact in a double until the year 2255.
+        extract(epoch from ${sequencePosition(facts)}) * 1000000
+      from members join facts on facts.tenant_id = ${tenantId} and facts.id = members.id)
     `)) as unknown as ScoredRow[];
     const plain = rows.filter((r) => r.kind === 'plain').map((r) => ({ id: r.id, score: Number(r.score) }));
-    const turns = scoreTurns(rows.filter((r) => r.kind === 'turn'), terms, { ...params, avgdl, window, weight: context.weight, dateBonus });
+    // In sequence order here: sorting by six text keys in the database's collation cost more.
+    const inOrder = rows.filter((r) => r.kind === 'turn').sort(
+      (x, y) => (x.sequence! < y.sequence! ? -1 : x.sequence! > y.sequence! ? 1 : Number(x.position) - Number(y.position) || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0)),
+    );
+    const turns = scoreTurns(inOrder, terms, { ...params, avgdl, window, weight: context.weight, dateBonus });
     return [...plain, ...turns].sort(byScore).slice(0, depth);
   };
 
@@ -316,8 +326,10 @@ interface ScoredRow {
   kind: 'plain' | 'turn';
   id: string;
   score: number | string | null;
+  /** The search may use this turn (its visibility and filters): only then does it lend words or score. */
+  usable: boolean | null;
   matched: boolean | null;
-  /** The turn's sequence (its six scope keys); rows come in sequence order. */
+  /** The turn's sequence (its six scope keys). */
   sequence: string | null;
   len: number | null;
   /** No excluded word (`-word`). */
@@ -326,6 +338,8 @@ interface ScoredRow {
   dated: boolean | null;
   /** The searched lexemes the turn holds, as a tsvector's text (`'word':3,7`). */
   found: string | null;
+  /** Its place in the sequence (microseconds since 1970); then its id. */
+  position: number | string | null;
 }
 
 /** Best first; ties by newest id (uuid strings compare as PostgreSQL compares uuids). */
@@ -360,9 +374,9 @@ function scoreTurns(
     const row = rows[i]!;
     const near: number[] = [];
     for (let j = Math.max(0, i - p.window); j <= Math.min(rows.length - 1, i + p.window); j++) {
-      if (j !== i && rows[j]!.sequence === row.sequence) near.push(j);
+      if (j !== i && rows[j]!.sequence === row.sequence && rows[j]!.usable) near.push(j);
     }
-    if (!row.allowed || !(row.matched || near.some((j) => rows[j]!.matched))) continue;
+    if (!row.usable || !row.allowed || !(row.matched || near.some((j) => rows[j]!.matched))) continue;
     const len = row.len! + p.weight * near.reduce((sum, j) => sum + rows[j]!.len!, 0);
     let score = row.dated ? p.dateBonus : 0;
     for (const term of terms) {
