@@ -18,6 +18,11 @@
  *   less than the sum of the other lexemes' bounds; when the depth-th scored fact reaches that
  *   sum the answer is exact, otherwise more lexemes become essential and the search runs again,
  *   up to CANDIDATES.max documents: past that the answer of that round is returned unproven.
+ * - Conversations (DESIGN §5; docs/decisions/0106-conversation-context.md): a turn of a thread or
+ *   session also counts its neighbours' words (CONVERSATION_CONTEXT), read in the same statement
+ *   and scored here in TypeScript; a date the query names favours facts observed then
+ *   (DATE_MATCH). Both fit MaxScore: a fact with no essential lexeme of its own or around it scores
+ *   at most the other lexemes' bounds plus the date's.
  */
 import { and, type SQL, sql } from 'drizzle-orm';
 import { alias } from 'drizzle-orm/pg-core';
@@ -67,7 +72,7 @@ export const CANDIDATES = { first: 2000, growth: 8, max: 16_000 } as const;
  * of a thread or session is scored as if its text held, besides its own words, the words of the
  * `window` turns before and after it, each at `weight` (term frequencies and length alike), so a
  * reply is found by the words of what it answers. Measured on LoCoMo's dev split (keyword R@10
- * 63.6 → 75.8); computed when searching, never stored, so nothing of one fact is copied into
+ * 63.6 → 75.7); computed when searching, never stored, so nothing of one fact is copied into
  * another: a neighbour deleted, erased, held for review or hidden from the searcher adds nothing.
  */
 export const CONVERSATION_CONTEXT = { window: 2, weight: 0.3 } as const;
