@@ -223,7 +223,53 @@ export async function keywordSearch(
   const bonus = sql.raw(String(dateBonus));
   const excludedWords = exclude.length > 0 ? sql`not ts_match_vq(facts.search_vector, ${sql.join(exclude.map(termQuery), sql` || `)})` : sql`true`;
   const reach = sql.raw(String(2 * window));
+  const essentialQuery = (essential: readonly Term[]) => essential.map((t) => t.query).join(' | ');
+  /**
+   * The statement of a tenant whose searches have met no conversation turn: BM25 over the matches
+   * in SQL, as before conversations, and whether any match is a turn (then `score` runs instead).
+   */
+  const scorePlain = async (essential: readonly Term[]): Promise<{ ranked: RankedId[]; turns: boolean }> => {
+    const rows = (await tx.execute(sql`
+      with weights as materialized (
+        select lexeme, weight from jsonb_to_recordset(${weightsJson}::jsonb) as w(lexeme text, weight float8)
+      ),
+      searched as materialized (select array_agg(lexeme) as lexemes from weights),
+      matched as materialized (
+        select facts.id, ${IN_SEQUENCE} as in_sequence from facts
+        where facts.tenant_id = ${tenantId}
+          and facts.search_vector @@ ${essentialQuery(essential)}::tsquery
+          and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
+          and ${searchable}
+      )
+      select (select coalesce(bool_or(in_sequence), false) from matched) as turns, ranked.id, ranked.score
+      from (select 1) one
+      left join (
+        select facts.id,
+          sum(
+            w.weight * (v.tf * (${k1} + 1))
+            / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
+          ) + max(case when ${observedIn(dates)} then ${bonus} else 0 end) as score
+        from matched m
+        join facts on facts.tenant_id = ${tenantId} and facts.id = m.id
+        cross join lateral (
+          select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
+          from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
+        ) v
+        join weights w on w.lexeme = v.lexeme
+        group by facts.id
+        order by score desc, facts.id desc
+        limit ${depth}
+      ) ranked on true
+      order by ranked.score desc, ranked.id desc
+    `)) as unknown as { turns: boolean; id: string | null; score: number | string | null }[];
+    return { turns: rows[0]?.turns ?? false, ranked: rows.flatMap((r) => (r.id === null ? [] : [{ id: r.id, score: Number(r.score) }])) };
+  };
   const score = async (essential: readonly Term[]): Promise<RankedId[]> => {
+    if (!conversational.has(tenantId)) {
+      const plain = await scorePlain(essential);
+      if (!plain.turns || window === 0) return plain.ranked;
+      rememberConversational(tenantId);
+    }
     const rows = (await tx.execute(sql`
       with weights as materialized (
         select lexeme, weight from jsonb_to_recordset(${weightsJson}::jsonb) as w(lexeme text, weight float8)
@@ -240,7 +286,7 @@ export async function keywordSearch(
           ${IN_SEQUENCE} as in_sequence
         from facts
         where facts.tenant_id = ${tenantId}
-          and facts.search_vector @@ ${essential.map((t) => t.query).join(' | ')}::tsquery
+          and facts.search_vector @@ ${essentialQuery(essential)}::tsquery
           and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
           and ${searchable}
       ),
@@ -324,6 +370,20 @@ export async function keywordSearch(
       return rows;
     }
   }
+}
+
+/**
+ * Tenants whose searches have met a conversation turn, in this process: their searches go straight
+ * to the statement that scores turns with their neighbours, and every other tenant's keep the plain
+ * statement, which is simpler to plan and run (a plain statement that meets a turn
+ * sends the search on, so the answer never depends on what is remembered here). Bounded: emptied
+ * when full, and relearned one search each.
+ */
+const conversational = new Set<string>();
+const CONVERSATIONAL_TENANTS_MAX = 10_000;
+function rememberConversational(tenantId: string): void {
+  if (conversational.size >= CONVERSATIONAL_TENANTS_MAX) conversational.clear();
+  conversational.add(tenantId);
 }
 
 /** A row of the scoring statement: a plain fact with its score, or a turn to score here. */
