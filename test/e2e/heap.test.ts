@@ -51,7 +51,9 @@ describe('what requests leave behind', () => {
     const left = await leftBehind(inTurn(surfaces), 30 * surfaces.length, 60 * surfaces.length);
     expect(left.schemas).toBe(0);
     expect(left.bytesPerRequest).toBeLessThan(BOUND_BYTES_PER_REQUEST);
-  });
+    // Every surface 90 times: 22–39 s alone on a slow 2-core machine, past 60 s inside the suite's
+    // parallel files there (issue 27's CI runs), so its own time rather than the suite's default.
+  }, 150_000);
 
   it('tools/list, which builds a server with every tool as any MCP request does', async () => {
     const left = await leftBehind(surfaces.find((surface) => surface.name === 'MCP tools/list')!, 200, 500);
