@@ -223,6 +223,29 @@ export async function keywordSearch(
   const bonus = sql.raw(String(dateBonus));
   const excludedWords = exclude.length > 0 ? sql`not ts_match_vq(facts.search_vector, ${sql.join(exclude.map(termQuery), sql` || `)})` : sql`true`;
   const reach = sql.raw(String(2 * window));
+  /**
+   * BM25 over the CTE \`matched\` (aliased m) rows that pass \`only\`, the best \`depth\`. Only the
+   * searched lexemes of each document are unnested: setweight marks them (every position of a
+   * search document has weight D, see mnemo_search_document) and ts_filter keeps them, in C;
+   * unnesting whole documents cost more than reading them.
+   */
+  const plainBm25 = (only: SQL) => sql`
+        select facts.id,
+          sum(
+            w.weight * (v.tf * (${k1} + 1))
+            / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
+          ) + max(case when ${observedIn(dates)} then ${bonus} else 0 end) as score
+        from matched m
+        join facts on facts.tenant_id = ${tenantId} and facts.id = m.id
+        cross join lateral (
+          select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
+          from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
+        ) v
+        join weights w on w.lexeme = v.lexeme
+        where ${only}
+        group by facts.id
+        order by score desc, facts.id desc
+        limit ${depth}`;
   const essentialQuery = (essential: readonly Term[]) => essential.map((t) => t.query).join(' | ');
   /**
    * The statement of a tenant whose searches have met no conversation turn: BM25 over the matches
@@ -244,21 +267,7 @@ export async function keywordSearch(
       select (select coalesce(bool_or(in_sequence), false) from matched) as turns, ranked.id, ranked.score
       from (select 1) one
       left join (
-        select facts.id,
-          sum(
-            w.weight * (v.tf * (${k1} + 1))
-            / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
-          ) + max(case when ${observedIn(dates)} then ${bonus} else 0 end) as score
-        from matched m
-        join facts on facts.tenant_id = ${tenantId} and facts.id = m.id
-        cross join lateral (
-          select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
-          from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
-        ) v
-        join weights w on w.lexeme = v.lexeme
-        group by facts.id
-        order by score desc, facts.id desc
-        limit ${depth}
+        ${plainBm25(sql`true`)}
       ) ranked on true
       order by ranked.score desc, ranked.id desc
     `)) as unknown as { turns: boolean; id: string | null; score: number | string | null }[];
@@ -290,27 +299,9 @@ export async function keywordSearch(
           and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
           and ${searchable}
       ),
-      -- Facts outside any conversation: BM25 here, the best \`depth\`. Only the searched lexemes of
-      -- each document are unnested: setweight marks them (every position of a search document has
-      -- weight D, see mnemo_search_document) and ts_filter keeps them, in C; unnesting whole
-      -- documents cost more than reading them.
+      -- Facts outside any conversation: BM25 here, the best \`depth\`.
       plain as (
-        select facts.id,
-          sum(
-            w.weight * (v.tf * (${k1} + 1))
-            / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
-          ) + max(case when ${observedIn(dates)} then ${bonus} else 0 end) as score
-        from matched m
-        join facts on facts.tenant_id = ${tenantId} and facts.id = m.id
-        cross join lateral (
-          select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
-          from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
-        ) v
-        join weights w on w.lexeme = v.lexeme
-        where not m.in_sequence
-        group by facts.id
-        order by score desc, facts.id desc
-        limit ${depth}
+        ${plainBm25(sql`not m.in_sequence`)}
       ),
       -- Turns of a conversation (DESIGN §5), scored in TypeScript with the turns around them: each
       -- match and twice the window of turns on each side of it (the nearest window are its context,
