@@ -10,6 +10,10 @@
  *   declarations drizzle and Hono, into every user's install for the sake of a few object types.
  * The declarations are then type-checked alone (no @types/node, no skipLibCheck), as a user's
  * compiler would see them: a type left pointing at the server fails the build.
+ * - the adapters (src/client/adapters/: `langgraph`, `ai-sdk`, `openai-agents`), one module each,
+ *   importing the client from `./index.js` and their framework by name (an optional peer
+ *   dependency, loaded when the adapter is: src/client/adapters/peer.ts). Their declarations name
+ *   the frameworks' types as the frameworks publish them: a user of an adapter has its framework.
  *
  * `npm pack` / `npm publish` in clients/typescript run it (prepack); `npm run build:client` from
  * the repository root too.
@@ -24,6 +28,9 @@ const packageDir = dirname(fileURLToPath(import.meta.url));
 const repositoryRoot = resolve(packageDir, '../..');
 const clientDir = join(repositoryRoot, 'src/client');
 const distDir = join(packageDir, 'dist');
+const adaptersDir = join(clientDir, 'adapters');
+/** The subpath exports besides the client: `@mnemo-memory/client/<name>` is adapters/<name>.ts. */
+export const ADAPTERS = ['langgraph', 'ai-sdk', 'openai-agents'] as const;
 
 export async function buildClientPackage(): Promise<{ files: Record<string, number> }> {
   await rm(distDir, { recursive: true, force: true });
@@ -41,9 +48,65 @@ export async function buildClientPackage(): Promise<{ files: Record<string, numb
   const declarations = declarationsOf(clientDir);
   for (const [name, text] of Object.entries(declarations)) await writeFile(join(distDir, name), text);
   checkAlone(Object.keys(declarations).map((name) => join(distDir, name)));
+
+  const adapterFiles = await buildAdapters();
   const files: Record<string, number> = {};
-  for (const name of ['index.js', ...Object.keys(declarations)]) files[name] = (await stat(join(distDir, name))).size;
+  for (const name of ['index.js', ...Object.keys(declarations), ...adapterFiles]) files[name] = (await stat(join(distDir, name))).size;
   return { files };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adapters
+
+/** The client, as an adapter imports it in the source and as the built adapter finds it beside itself. */
+const CLIENT_FROM_ADAPTER = '../index.ts';
+const CLIENT_BESIDE_ADAPTER = './index.js';
+
+/** dist/<adapter>.js and .d.ts for each adapter; the names of the files written. */
+async function buildAdapters(): Promise<string[]> {
+  const written: string[] = [];
+  for (const adapter of ADAPTERS) {
+    await build({
+      entryPoints: [join(adaptersDir, `${adapter}.ts`)],
+      outfile: join(distDir, `${adapter}.js`),
+      bundle: true,
+      format: 'esm',
+      platform: 'neutral',
+      target: 'es2022',
+      logLevel: 'warning',
+      // The frameworks stay the user's own install; the client is the package's one copy (one
+      // MnemoError class, whichever subpath threw it).
+      packages: 'external',
+      plugins: [
+        {
+          name: 'client-beside-adapter',
+          setup(pluginBuild) {
+            pluginBuild.onResolve({ filter: /^\.\.\/index\.ts$/ }, () => ({ path: CLIENT_BESIDE_ADAPTER, external: true }));
+          },
+        },
+      ],
+    });
+    written.push(`${adapter}.js`);
+  }
+  const sources = ADAPTERS.map((adapter) => join(adaptersDir, `${adapter}.ts`));
+  const program = ts.createProgram(sources, compilerOptions());
+  const declarationFiles: string[] = [];
+  for (const file of sources) {
+    const source = program.getSourceFile(file)!;
+    let emitted = '';
+    const result = program.emit(source, (_name, text) => (emitted = text), undefined, true);
+    const errors = ts.getPreEmitDiagnostics(program, source).concat(result.diagnostics);
+    if (errors.length > 0) throw new Error(`declarations of ${relative(repositoryRoot, file)}:\n${format(errors)}`);
+    const local = [...emitted.matchAll(/from ['"](\.[^'"]*)['"]/g)].map((m) => m[1]).filter((specifier) => specifier !== CLIENT_FROM_ADAPTER);
+    if (local.length > 0) throw new Error(`${relative(repositoryRoot, file)}: its declarations import ${local.join(', ')}; an adapter's types may come from the client (${CLIENT_FROM_ADAPTER}) and its framework only`);
+    const name = `${relative(adaptersDir, file).replace(/\.ts$/, '')}.d.ts`;
+    await writeFile(join(distDir, name), emitted.replaceAll(`'${CLIENT_FROM_ADAPTER}'`, `'${CLIENT_BESIDE_ADAPTER}'`).replaceAll(`"${CLIENT_FROM_ADAPTER}"`, `"${CLIENT_BESIDE_ADAPTER}"`));
+    declarationFiles.push(join(distDir, name));
+    written.push(name);
+  }
+  // As a user with the frameworks installed sees them (this repository's node_modules has them).
+  checkAlone(declarationFiles);
+  return written;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -57,9 +120,9 @@ function compilerOptions(): ts.CompilerOptions {
   return { ...options, noEmit: false, declaration: true, emitDeclarationOnly: true };
 }
 
-/** `{ 'index.d.ts': text, … }` for each module of src/client/, with nothing outside it referenced. */
+/** `{ 'index.d.ts': text, … }` for each module of src/client/ (the adapters apart), with nothing outside it referenced. */
 function declarationsOf(dir: string): Record<string, string> {
-  const sources = ts.sys.readDirectory(dir, ['.ts']).filter((file) => !file.endsWith('.d.ts'));
+  const sources = ts.sys.readDirectory(dir, ['.ts']).filter((file) => !file.endsWith('.d.ts') && !file.startsWith(`${adaptersDir}/`));
   const program = ts.createProgram(sources, compilerOptions());
   const checker = program.getTypeChecker();
   const out: Record<string, string> = {};
@@ -245,8 +308,8 @@ export const CONSUMER_COMPILER_OPTIONS: ts.CompilerOptions = {
 };
 
 /** The declarations type-checked on their own, as a user's project sees them. */
-function checkAlone(files: string[]): void {
-  const program = ts.createProgram(files, CONSUMER_COMPILER_OPTIONS);
+function checkAlone(files: string[], extra: ts.CompilerOptions = {}): void {
+  const program = ts.createProgram(files, { ...CONSUMER_COMPILER_OPTIONS, ...extra });
   const errors = ts.getPreEmitDiagnostics(program);
   if (errors.length > 0) throw new Error(`the declarations do not stand alone:\n${format(errors)}`);
 }
