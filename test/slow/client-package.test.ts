@@ -5,15 +5,21 @@
  * plain ES module imports it by its name, writes and reads a fact against the real API, and a
  * TypeScript file using it type-checks against the installed declarations alone (no @types/node,
  * no zod, no skipLibCheck), while a wrong call does not.
+ *
+ * Its adapters (`/langgraph`, `/ai-sdk`, `/openai-agents`) are subpaths whose frameworks are
+ * optional peer dependencies: in that project, without the frameworks, importing one says in one
+ * line what to install; a second project installs the tarball with the frameworks, and there each
+ * adapter works against the real API and type-checks against its installed declarations.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONSUMER_COMPILER_OPTIONS } from '../../clients/typescript/build.ts';
+import { ADAPTERS, CONSUMER_COMPILER_OPTIONS } from '../../clients/typescript/build.ts';
 import { startTestApi, type TestApi } from '../helpers/api.ts';
 import { projectRoot } from '../../support/processes.ts';
 
@@ -54,6 +60,39 @@ export async function use(signal: AbortSignal): Promise<number> {
 }
 `;
 
+/** Each adapter's framework, as its one line names it, and the versions the repository tests with. */
+const FRAMEWORK_OF: Record<(typeof ADAPTERS)[number], string> = { langgraph: '@langchain/langgraph-checkpoint', 'ai-sdk': 'ai', 'openai-agents': '@openai/agents' };
+const devVersion = (name: string) => (JSON.parse(readFileSync(join(projectRoot, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+const FRAMEWORKS = ['@langchain/langgraph-checkpoint', '@langchain/core', 'ai', 'zod', '@openai/agents'];
+
+const useAdapters = `
+import { createClient } from '@mnemo-memory/client';
+import { MnemoStore } from '@mnemo-memory/client/langgraph';
+import { mnemoTools } from '@mnemo-memory/client/ai-sdk';
+import { mnemoAgentTools } from '@mnemo-memory/client/openai-agents';
+
+const client = createClient({ baseUrl: process.env.MNEMO_URL, token: process.env.MNEMO_TOKEN, timeoutMs: 5000 });
+const store = new MnemoStore({ client });
+await store.put(['users', 'u1'], 'diet', { text: 'vegetarian' });
+const item = await store.get(['users', 'u1'], 'diet');
+const tools = mnemoTools({ client });
+const agentTools = mnemoAgentTools({ client });
+console.log(JSON.stringify({
+  item: item && { namespace: item.namespace, key: item.key, value: item.value },
+  aiSdkTools: Object.keys(tools).sort(),
+  agentTools: agentTools.map((t) => t.name).sort(),
+}));
+`;
+
+const typedAdapters = `
+import { createClient } from '@mnemo-memory/client';
+import { MnemoStore } from '@mnemo-memory/client/langgraph';
+import type { BaseStore, Item } from '@langchain/langgraph-checkpoint';
+
+const store: BaseStore = new MnemoStore({ client: createClient({ baseUrl: 'http://localhost:8080', token: 'jwt' }) });
+export const read = (): Promise<Item | null> => store.get(['users', 'u1'], 'diet');
+`;
+
 const wrongUse = `
 import { createClient } from '@mnemo-memory/client';
 
@@ -79,7 +118,8 @@ describe('@mnemo-memory/client from another project', () => {
     const { stdout: packed } = await run('npm', ['pack', '--json', '--pack-destination', consumer], { cwd: packageDir });
     const [tarball] = JSON.parse(packed.slice(packed.indexOf('['))) as { name: string; filename: string; size: number; files: { path: string }[] }[];
     expect(tarball!.name).toBe('@mnemo-memory/client');
-    expect(tarball!.files.map((f) => f.path).sort()).toEqual(['README.md', 'dist/errors.d.ts', 'dist/index.d.ts', 'dist/index.js', 'package.json']);
+    const adapterFiles = ADAPTERS.flatMap((adapter) => [`dist/${adapter}.d.ts`, `dist/${adapter}.js`]);
+    expect(tarball!.files.map((f) => f.path).sort()).toEqual(['README.md', 'dist/errors.d.ts', 'dist/index.d.ts', 'dist/index.js', ...adapterFiles, 'package.json'].sort());
     const packedMs = Date.now() - started;
 
     await writeFile(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
@@ -106,5 +146,47 @@ describe('@mnemo-memory/client from another project', () => {
     // Only the wrong call: the installed declarations stand alone, and they are precise enough to refuse it.
     expect(problems).toEqual([{ file: 'wrong.ts', message: expect.stringContaining("Type 'number' is not assignable to type 'string'") }]);
     console.log(`packed in ${packedMs} ms (${tarball!.size} bytes); whole proof ${Date.now() - started} ms`);
+  });
+
+  it('each adapter without its framework: one line saying what to install', async () => {
+    for (const adapter of ADAPTERS) {
+      const failure = await run(process.execPath, ['--input-type=module', '-e', `await import('@mnemo-memory/client/${adapter}')`], { cwd: consumer }).then(
+        () => undefined,
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(failure?.code, adapter).toBe(1);
+      const line = `@mnemo-memory/client/${adapter} needs ${FRAMEWORK_OF[adapter]}, which is not installed: npm install ${FRAMEWORK_OF[adapter]}`;
+      expect(failure!.stderr, adapter).toContain(`Error: ${line}`);
+    }
+  });
+
+  it('each adapter with its framework installed: works against the real API and type-checks', async () => {
+    const withFrameworks = await mkdtemp(join(tmpdir(), 'mnemo-adapters-user-'));
+    try {
+      const [tarball] = (await readdir(consumer)).filter((name) => name.endsWith('.tgz'));
+      await writeFile(join(withFrameworks, 'package.json'), JSON.stringify({ name: 'consumer-with-frameworks', private: true, type: 'module' }));
+      // The frameworks come from npm's cache where the repository's install put them (the
+      // registry for what they only optionally need): a user installs them from the registry.
+      const frameworks = FRAMEWORKS.map((name) => `${name}@${devVersion(name)}`);
+      await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', join(consumer, tarball!), ...frameworks], { cwd: withFrameworks });
+
+      const { tenantId, admin } = await api.newTenant('client-adapters');
+      await writeFile(join(withFrameworks, 'use.mjs'), useAdapters);
+      const { stdout } = await run(process.execPath, ['use.mjs'], { cwd: withFrameworks, env: { ...process.env, MNEMO_URL: api.baseUrl, MNEMO_TOKEN: admin } });
+      expect(JSON.parse(stdout)).toEqual({
+        item: { namespace: ['users', 'u1'], key: 'diet', value: { text: 'vegetarian' } },
+        aiSdkTools: ['recall', 'remember'],
+        agentTools: expect.arrayContaining([expect.stringMatching(/recall/), expect.stringMatching(/remember/)]),
+      });
+      // What the store wrote is a fact of the tenant, as any client reads it.
+      const facts = await api.request('GET', '/v1/memory/facts', { token: admin });
+      expect(facts.body.data.map((f: { scope: { tenantId: string } }) => f.scope.tenantId)).toEqual([tenantId]);
+
+      await writeFile(join(withFrameworks, 'typed.ts'), typedAdapters);
+      const program = ts.createProgram([join(withFrameworks, 'typed.ts')], CONSUMER_COMPILER_OPTIONS);
+      expect(ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+    } finally {
+      await rm(withFrameworks, { recursive: true, force: true });
+    }
   });
 });
