@@ -66,7 +66,8 @@ describe('MnemoStore, a LangGraph store on Mnemo', () => {
   let tenantId: string;
 
   beforeAll(async () => {
-    api = await startTestApi();
+    // The worker runs erasures (in-process jobs, or BullMQ when the run has a Redis).
+    api = await startTestApi({ worker: true });
     const tenant = await api.newTenant('langgraph');
     tenantId = tenant.tenantId;
     client = createClient({ baseUrl: api.baseUrl, token: tenant.admin });
@@ -215,6 +216,32 @@ describe('MnemoStore, a LangGraph store on Mnemo', () => {
     await store.delete(['users', 'ada'], 'prefs');
     expect(await store.get(['users', 'ada'], 'prefs')).toBeNull();
     expect((await client.memory.facts.list({ type: 'langgraph.item', userId: 'lg-revisions' })).data).toEqual([]);
+  });
+
+  it('refuses a ttl, and erasing the person of its scope removes every memory the store kept of them', async () => {
+    const store = new MnemoStore({ client, scope: { projectId: 'lg-erasure', participantId: 'lg-erased' } });
+    await expect(store.put(['notes'], 'n1', { text: 'kept a day' }, undefined, { ttl: 60 })).rejects.toThrow(/does not support ttl/);
+    await store.put(['notes'], 'n1', { text: 'lives in Lyon' });
+    await store.put(['notes'], 'n1', { text: 'moved to Porto' });
+    await store.put(['notes', 'health'], 'n2', { text: 'allergic to nuts' });
+    const kept = new MnemoStore({ client, scope: { projectId: 'lg-erasure', participantId: 'lg-kept' } });
+    await kept.put(['notes'], 'n1', { text: 'someone else' });
+    const ids = (await client.memory.facts.list({ type: 'langgraph.item', participantId: 'lg-erased' })).data.map((fact) => fact.id);
+    expect(ids).toHaveLength(2);
+
+    const { id } = await client.memory.erasures.request({ kind: 'participant', id: 'lg-erased' });
+    const deadline = Date.now() + 30_000;
+    let status = await client.memory.erasures.get(id);
+    while (status.status !== 'completed' && status.status !== 'failed' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      status = await client.memory.erasures.get(id);
+    }
+    expect(status.status).toBe('completed');
+    expect(await store.search([], { limit: 100 })).toEqual([]);
+    expect(await store.listNamespaces()).toEqual([]);
+    expect(await store.get(['notes'], 'n1')).toBeNull();
+    for (const factId of ids) await expect(client.memory.facts.revisions(factId)).rejects.toMatchObject({ status: 404 });
+    expect((await kept.get(['notes'], 'n1'))?.value).toEqual({ text: 'someone else' });
   });
 
   it('serves a LangGraph graph: what thread 1 remembers, thread 2 of the same user recalls', async () => {

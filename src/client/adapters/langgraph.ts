@@ -79,6 +79,15 @@ export class MnemoStore extends BaseStore {
   }
 
   /**
+   * BaseStore's put, refusing PostgresStore's `{ ttl }`: an item that outlives the time it was
+   * given would be a silent surprise. Mnemo keeps items by the store's `retention` (whole days).
+   */
+  override async put(namespace: string[], key: string, value: Record<string, any>, index?: false | string[], options?: { ttl?: number }): Promise<void> {
+    if (options?.ttl !== undefined) throw new Error('MnemoStore does not support ttl: give the store a retention instead, new MnemoStore({ client, retention: { keepDays } })');
+    return super.put(namespace, key, value, index);
+  }
+
+  /**
    * Runs the operations one after another, in order (as LangGraph's PostgresStore does): a get after
    * a put in the same batch sees the put.
    */
