@@ -97,6 +97,9 @@ export interface ClientOptions {
   onRetry?: (retry: RetryEvent) => void;
 }
 
+/** Where Mnemo is and who calls it, as the adapters' tools take it (they call Mnemo's MCP tools). */
+export type MnemoConnection = Pick<ClientOptions, 'baseUrl' | 'token' | 'fetch'>;
+
 export interface RetryEvent {
   method: string;
   /** The path asked, without the query. */
