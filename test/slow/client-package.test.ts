@@ -75,8 +75,8 @@ const client = createClient({ baseUrl: process.env.MNEMO_URL, token: process.env
 const store = new MnemoStore({ client });
 await store.put(['users', 'u1'], 'diet', { text: 'vegetarian' });
 const item = await store.get(['users', 'u1'], 'diet');
-const tools = mnemoTools({ client });
-const agentTools = mnemoAgentTools({ client });
+const tools = mnemoTools({ baseUrl: process.env.MNEMO_URL, token: process.env.MNEMO_TOKEN });
+const agentTools = mnemoAgentTools({ baseUrl: process.env.MNEMO_URL, token: process.env.MNEMO_TOKEN });
 console.log(JSON.stringify({
   item: item && { namespace: item.namespace, key: item.key, value: item.value },
   aiSdkTools: Object.keys(tools).sort(),
@@ -176,7 +176,7 @@ describe('@mnemo-memory/client from another project', () => {
       expect(JSON.parse(stdout)).toEqual({
         item: { namespace: ['users', 'u1'], key: 'diet', value: { text: 'vegetarian' } },
         aiSdkTools: ['recall', 'remember'],
-        agentTools: expect.arrayContaining([expect.stringMatching(/recall/), expect.stringMatching(/remember/)]),
+        agentTools: ['recall', 'remember'],
       });
       // What the store wrote is a fact of the tenant, as any client reads it.
       const facts = await api.request('GET', '/v1/memory/facts', { token: admin });
@@ -184,7 +184,10 @@ describe('@mnemo-memory/client from another project', () => {
 
       await writeFile(join(withFrameworks, 'typed.ts'), typedAdapters);
       const program = ts.createProgram([join(withFrameworks, 'typed.ts')], CONSUMER_COMPILER_OPTIONS);
-      expect(ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+      // The user's file and our declarations; a framework's own declarations may want a newer
+      // lib than ES2022 (LangGraph's name Symbol.asyncDispose), which is theirs to say.
+      const ours = (d: ts.Diagnostic) => !d.file || d.file.fileName.endsWith('/typed.ts') || d.file.fileName.includes('/node_modules/@mnemo-memory/');
+      expect(ts.getPreEmitDiagnostics(program).filter(ours).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
     } finally {
       await rm(withFrameworks, { recursive: true, force: true });
     }
