@@ -92,11 +92,7 @@ async function buildAdapters(): Promise<string[]> {
   const program = ts.createProgram(sources, compilerOptions());
   const declarationFiles: string[] = [];
   for (const file of sources) {
-    const source = program.getSourceFile(file)!;
-    let emitted = '';
-    const result = program.emit(source, (_name, text) => (emitted = text), undefined, true);
-    const errors = ts.getPreEmitDiagnostics(program, source).concat(result.diagnostics);
-    if (errors.length > 0) throw new Error(`declarations of ${relative(repositoryRoot, file)}:\n${format(errors)}`);
+    const { emitted } = emitDeclarations(program, file);
     const local = [...emitted.matchAll(/from ['"](\.[^'"]*)['"]/g)].map((m) => m[1]).filter((specifier) => specifier !== CLIENT_FROM_ADAPTER);
     if (local.length > 0) throw new Error(`${relative(repositoryRoot, file)}: its declarations import ${local.join(', ')}; an adapter's types may come from the client (${CLIENT_FROM_ADAPTER}) and its framework only`);
     const name = `${relative(adaptersDir, file).replace(/\.ts$/, '')}.d.ts`;
@@ -120,6 +116,16 @@ function compilerOptions(): ts.CompilerOptions {
   return { ...options, noEmit: false, declaration: true, emitDeclarationOnly: true };
 }
 
+/** tsc's declarations of one source file of `program`; its type errors fail the build. */
+function emitDeclarations(program: ts.Program, file: string): { source: ts.SourceFile; emitted: string } {
+  const source = program.getSourceFile(file)!;
+  let emitted = '';
+  const result = program.emit(source, (_name, text) => (emitted = text), undefined, true);
+  const errors = ts.getPreEmitDiagnostics(program, source).concat(result.diagnostics);
+  if (errors.length > 0) throw new Error(`declarations of ${relative(repositoryRoot, file)}:\n${format(errors)}`);
+  return { source, emitted };
+}
+
 /** `{ 'index.d.ts': text, … }` for each module of src/client/ (the adapters apart), with nothing outside it referenced. */
 function declarationsOf(dir: string): Record<string, string> {
   const sources = ts.sys.readDirectory(dir, ['.ts']).filter((file) => !file.endsWith('.d.ts') && !file.startsWith(`${adaptersDir}/`));
@@ -127,11 +133,7 @@ function declarationsOf(dir: string): Record<string, string> {
   const checker = program.getTypeChecker();
   const out: Record<string, string> = {};
   for (const file of sources) {
-    const source = program.getSourceFile(file)!;
-    let emitted = '';
-    const result = program.emit(source, (_name, text) => (emitted = text), undefined, true);
-    const errors = ts.getPreEmitDiagnostics(program, source).concat(result.diagnostics);
-    if (errors.length > 0) throw new Error(`declarations of ${relative(repositoryRoot, file)}:\n${format(errors)}`);
+    const { source, emitted } = emitDeclarations(program, file);
     out[`${relative(dir, file).replace(/\.ts$/, '')}.d.ts`] = selfContained(emitted, source, checker, program, dir);
   }
   return out;
