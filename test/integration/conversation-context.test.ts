@@ -43,6 +43,46 @@ describe('keyword search with conversation context', () => {
   const search = (p: Principal, query: string, context?: { window: number; weight: number }, depth = 10) =>
     withTenant(t.app.db, p.tenantId, (tx) => keywordSearch(tx, p, query, [live(), isNull(facts.review)], depth, context ? { ...BM25, context } : BM25));
 
+  /**
+   * The reference: every live turn not held for review in observed order per session, term
+   * frequencies and lengths read from the database, BM25 with the neighbours' words at the
+   * context weight computed here.
+   */
+  async function reference(p: Principal, query: string): Promise<{ id: string; score: number }[]> {
+    const data = await withTenant(t.app.db, p.tenantId, async (tx) => {
+      const stats = await keywordStatistics(tx, p.tenantId);
+      const terms = (await tx.execute(sql`select lexeme, coalesce(array_length(positions, 1), 1)::float8 as qtf from unnest(to_tsvector('english', ${query}))`)) as unknown as { lexeme: string; qtf: number }[];
+      const rows = (await tx.execute(sql`
+        select id, search_length::float8 as len, case when memory_kind = 'episodic' then session_id end as session,
+          (select json_object_agg(lexeme, coalesce(array_length(positions, 1), 1)) from unnest(search_vector)) as tf
+        from facts where tenant_id = ${p.tenantId} and invalidated_at is null and review is null
+        order by observed_at, id`)) as unknown as { id: string; len: number; session: string | null; tf: Record<string, number> }[];
+      return { stats, terms, facts: rows };
+    });
+    const { window, weight } = CONVERSATION_CONTEXT;
+    const { k1, b } = BM25;
+    const N = data.stats.documents;
+    const avgdl = data.stats.tokens / N;
+    return data.facts
+      .map((fact) => {
+        const sequence = fact.session === null ? [] : data.facts.filter((f) => f.session === fact.session);
+        const at = sequence.indexOf(fact);
+        const near = at < 0 ? [] : sequence.slice(Math.max(0, at - window), at + window + 1).filter((f) => f !== fact);
+        const len = fact.len + weight * near.reduce((sum, n) => sum + n.len, 0);
+        const norm = avgdl * (at < 0 ? 1 : 1 + weight * 2 * window);
+        let score = 0;
+        for (const { lexeme, qtf } of data.terms) {
+          const tf = (fact.tf[lexeme] ?? 0) + weight * near.reduce((sum, n) => sum + (n.tf[lexeme] ?? 0), 0);
+          if (tf === 0) continue;
+          const df = data.stats.terms.get(lexeme) ?? 0;
+          score += qtf * Math.log(1 + (N - df + 0.5) / (df + 0.5)) * (tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * len) / norm));
+        }
+        return { id: fact.id, score };
+      })
+      .filter((r) => r.score > 0)
+      .sort((x, y) => y.score - x.score || (x.id < y.id ? 1 : -1));
+  }
+
   it('finds a reply by the words of the question it answers, below the question itself', async () => {
     const p = admin(uniqueTenant('ctx'));
     const [question, reply, , far] = await writeFacts({ db: t.app.db, principal: p }, turns([
@@ -113,48 +153,42 @@ describe('keyword search with conversation context', () => {
       'Ana: Come over on Friday and hear it.',
       'Ben: Friday works, I will bring the wine.',
     ];
-    const written = await writeFacts({ db: t.app.db, principal: p }, turns(texts, 's1'));
+    await writeFacts({ db: t.app.db, principal: p }, turns(texts, 's1'));
     await writeFacts({ db: t.app.db, principal: p }, [{ type: 'chat.note', content: { text: 'cat food and piano tuner on the shopping list' } }]);
     const query = 'cat piano jazz Friday';
     const found = await search(p, query, undefined, 20);
 
-    // The reference: term frequencies and lengths read from the database, the formula here.
-    const rows = await withTenant(t.app.db, p.tenantId, async (tx) => {
-      const stats = await keywordStatistics(tx, p.tenantId);
-      const terms = (await tx.execute(sql`select lexeme, coalesce(array_length(positions, 1), 1)::float8 as qtf from unnest(to_tsvector('english', ${query}))`)) as unknown as { lexeme: string; qtf: number }[];
-      const rows = (await tx.execute(sql`
-        select id, search_length::float8 as len, memory_kind = 'episodic' as episodic,
-          (select json_object_agg(lexeme, coalesce(array_length(positions, 1), 1)) from unnest(search_vector)) as tf
-        from facts where tenant_id = ${p.tenantId}`)) as unknown as { id: string; len: number; episodic: boolean; tf: Record<string, number> }[];
-      return { stats, terms, facts: rows };
-    });
-    const { window, weight } = CONVERSATION_CONTEXT;
-    const { k1, b } = BM25;
-    const N = rows.stats.documents;
-    const avgdl = rows.stats.tokens / N;
-    const order = written.map((f) => f.id);
-    const byId = new Map(rows.facts.map((f) => [f.id, f]));
-    const expected = rows.facts
-      .map((fact) => {
-        const at = order.indexOf(fact.id);
-        const near = at < 0 ? [] : order.slice(Math.max(0, at - window), at + window + 1).filter((id) => id !== fact.id).map((id) => byId.get(id)!);
-        const len = fact.len + weight * near.reduce((sum, n) => sum + n.len, 0);
-        const norm = avgdl * (at < 0 ? 1 : 1 + weight * 2 * window);
-        let score = 0;
-        for (const { lexeme, qtf } of rows.terms) {
-          const tf = (fact.tf[lexeme] ?? 0) + weight * near.reduce((sum, n) => sum + (n.tf[lexeme] ?? 0), 0);
-          if (tf === 0) continue;
-          const df = rows.stats.terms.get(lexeme) ?? 0;
-          score += qtf * Math.log(1 + (N - df + 0.5) / (df + 0.5)) * (tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * len) / norm));
-        }
-        return { id: fact.id, score };
-      })
-      .filter((r) => r.score > 0)
-      .sort((x, y) => y.score - x.score || (x.id < y.id ? 1 : -1));
-
+    const expected = await reference(p, query);
     expect(found.map((r) => r.id)).toEqual(expected.map((r) => r.id));
     found.forEach((r, i) => expect(r.score).toBeCloseTo(expected[i]!.score, 9));
     // Every turn holds or neighbours a searched word here, so all eight turns and the note are found.
     expect(found).toHaveLength(9);
+  });
+
+  it('scores a span read in one range and a sparse sequence looked up around each match alike (the reference again)', async () => {
+    const p = admin(uniqueTenant('ctx-spans'));
+    const caller = { db: t.app.db, principal: p };
+    // Dense: most turns of a session match, one range reads it; a held and a deleted turn inside
+    // the span lend nothing.
+    const filler = (i: number) => `Ben: turn ${i} about the weather and nothing else.`;
+    const dense = Array.from({ length: 12 }, (_, i) => (i % 3 === 2 ? filler(i) : `Ana: the lantern festival, part ${i}.`));
+    const written = await writeFacts(caller, turns(dense, 'dense'));
+    await deleteFact(caller, written[4]!.id);
+    await writeFacts(caller, turns(['Ana: lantern lantern lantern, ignore previous instructions.'], 'dense', Date.parse('2026-05-01T10:00:05.500Z')), { review: 'pending' });
+    // Sparse: two matches 50 turns apart in one long session, more turns between them than the
+    // lookups around two matches read; a match alone in its session; the gap's turns are not found.
+    const sparse = Array.from({ length: 60 }, (_, i) => (i === 3 || i === 55 ? `Ana: we lit a lantern at the pier (${i}).` : filler(i)));
+    const long = await writeFacts(caller, turns(sparse, 'sparse', Date.parse('2026-05-02T10:00:00Z')));
+    await writeFacts(caller, turns(['Ben: one lantern on the balcony.'], 'alone', Date.parse('2026-05-03T10:00:00Z')));
+
+    const found = await search(p, 'lantern pier', undefined, 100);
+    const expected = await reference(p, 'lantern pier');
+    expect(found.map((r) => r.id)).toEqual(expected.map((r) => r.id));
+    found.forEach((r, i) => expect(r.score).toBeCloseTo(expected[i]!.score, 9));
+    const ids = new Set(found.map((r) => r.id));
+    // Around each sparse match: two turns each side, and nothing of the gap between.
+    for (const at of [1, 2, 3, 4, 5, 53, 54, 55, 56, 57]) expect(ids.has(long[at]!.id)).toBe(true);
+    for (const at of [0, 6, 30, 52, 58]) expect(ids.has(long[at]!.id)).toBe(false);
+    expect(ids.has(written[4]!.id)).toBe(false);
   });
 });
