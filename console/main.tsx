@@ -8,15 +8,22 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { type Claims, currentClaims, signIn, signOut, takeTokenFromFragment } from './api.ts';
 import { ContextPage } from './pages/context.tsx';
+import { EpisodesPage } from './pages/episodes.tsx';
+import { ErasuresPage } from './pages/erasures.tsx';
 import { FactPage } from './pages/fact.tsx';
 import { FactsPage } from './pages/facts.tsx';
 import { ReviewPage } from './pages/review.tsx';
+import { StatusPage } from './pages/status.tsx';
 import './style.css';
 
+/** The pages, and whether only a tenant admin's token may use them (the API answers 403 otherwise). */
 const PAGES = [
-  { path: 'facts', label: 'Facts' },
-  { path: 'review', label: 'Review queue' },
-  { path: 'context', label: 'What an agent sees' },
+  { path: 'facts', label: 'Facts', adminOnly: false },
+  { path: 'review', label: 'Review queue', adminOnly: false },
+  { path: 'context', label: 'What an agent sees', adminOnly: false },
+  { path: 'episodes', label: 'Episodes', adminOnly: false },
+  { path: 'erasures', label: 'Erasures', adminOnly: true },
+  { path: 'status', label: 'Status', adminOnly: true },
 ] as const;
 
 function useRoute(): string[] {
@@ -66,7 +73,7 @@ function App() {
       <header>
         <nav aria-label="Console">
           <strong>Mnemo</strong>
-          {PAGES.map((p) => (
+          {PAGES.filter((p) => !p.adminOnly || claims.role === 'admin').map((p) => (
             <a href={`#/${p.path}`} aria-current={page === p.path ? 'page' : undefined}>
               {p.label}
             </a>
@@ -92,6 +99,12 @@ function App() {
           <ReviewPage claims={claims} />
         ) : page === 'context' ? (
           <ContextPage />
+        ) : page === 'episodes' ? (
+          <EpisodesPage />
+        ) : page === 'erasures' ? (
+          <ErasuresPage />
+        ) : page === 'status' ? (
+          <StatusPage />
         ) : (
           <FactsPage />
         )}
