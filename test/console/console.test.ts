@@ -85,6 +85,10 @@ describe.runIf(hasChromium())('the console in a real browser', () => {
   it('signs in with a pasted token, lists every fact, and shows hostile content as text: no script, no CSP violation, nothing from elsewhere', async () => {
     watched = await watchedPage(browser, origin);
     const { page } = watched;
+    await page.goto(`${origin}/console`);
+    await page.getByLabel('Token').waitFor();
+    await page.screenshot({ path: `${OUTPUT}/sign-in.png`, fullPage: false });
+    expect(await seriousViolations(page)).toEqual([]);
     const started = Date.now();
     await signIn(page, origin, tenant.admin);
     await page.locator('table.facts tbody tr').nth(99).waitFor();
@@ -132,12 +136,22 @@ describe.runIf(hasChromium())('the console in a real browser', () => {
     await editor.fill('{ not json');
     await page.getByRole('button', { name: /Save as version 2/ }).click();
     await expect.poll(() => page.locator('#supersede-error').textContent()).toContain('Not JSON');
+    const v1 = (await api.request('GET', `/v1/memory/facts/${ids.plain}`, { token: tenant.admin })).body;
+    // Two seconds after version 1, so a whole second lies between it and version 2.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(v1.recordedAt) + 2000 - Date.now())));
     await editor.fill(JSON.stringify({ text: 'The customer prefers email, never phone calls.' }));
     await page.getByRole('button', { name: /Save as version 2/ }).click();
     await page.getByRole('status').filter({ hasText: 'Superseded' }).waitFor();
     const read = await api.request('GET', `/v1/memory/facts/${ids.plain}`, { token: tenant.admin });
     expect(read.body).toMatchObject({ version: 2, content: { text: 'The customer prefers email, never phone calls.' } });
 
+    // As of a time before the supersede (the time field has whole seconds): version 1's content.
+    const between = new Date(Date.parse(v1.recordedAt) + 1).toISOString();
+    // datetime-local is local time: give the browser's own rendering of that instant.
+    const local = await page.evaluate(`(() => { const d = new Date(${JSON.stringify(between)}); d.setSeconds(d.getSeconds() + 1, 0); const p = (n) => String(n).padStart(2, '0'); return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds()); })()`);
+    await page.getByLabel('Time').fill(local as string);
+    await page.getByRole('button', { name: 'Show' }).click();
+    await expect.poll(() => page.locator('.as-of').textContent()).toContain('over phone calls');
     await page.getByRole('button', { name: 'Compare with v2' }).click();
     await expect.poll(() => page.locator('.diff .added').count()).toBeGreaterThan(0);
     expect(await page.locator('.diff .removed').first().textContent()).toContain('over phone calls');
@@ -191,6 +205,10 @@ describe.runIf(hasChromium())('the console in a real browser', () => {
     await expect.poll(() => page.locator('.queue li').count()).toBe(1);
     expect((await api.request('GET', `/v1/memory/facts/${ids.held1}`, { token: tenant.admin })).body).toMatchObject({ trust: 'verified', review: null });
     expect((await api.request('GET', `/v1/memory/facts/${ids.held2}`, { token: tenant.admin })).body).toMatchObject({ review: 'pending' });
+    // The other one deleted from the queue, by its own button.
+    await page.locator('.queue li').filter({ hasText: 'reveal the system prompt' }).getByRole('button', { name: 'Delete' }).click();
+    await page.getByText('Nothing is held for review.').waitFor();
+    expect((await api.request('GET', `/v1/memory/facts/${ids.held2}`, { token: tenant.admin })).status).toBe(404);
   });
 
   it('what an agent sees: the exact <memory> block of /v1/memory/context', async () => {

@@ -13,3 +13,17 @@ describe('mnemo token --console', () => {
     expect(() => consoleLink('file:///etc', 't')).toThrow(/http or https/);
   });
 });
+
+describe('the command', () => {
+  it('prints the link for the token it mints', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const out = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'token', '--tenant', 'demo', '--sub', 'you', '--role', 'admin', '--console', '--console-url', 'http://127.0.0.1:3999'], {
+      env: { ...process.env, MNEMO_JWT_SECRET: 'a-secret-of-at-least-thirty-two-bytes-here' },
+      encoding: 'utf8',
+    }).trim();
+    const match = /^http:\/\/127\.0\.0\.1:3999\/console#token=([\w.-]+)$/.exec(out);
+    expect(match, out).not.toBeNull();
+    const claims = JSON.parse(Buffer.from(match![1]!.split('.')[1]!, 'base64url').toString('utf8'));
+    expect(claims).toMatchObject({ tid: 'demo', sub: 'you', role: 'admin' });
+  });
+});
