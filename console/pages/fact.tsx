@@ -17,7 +17,8 @@ export function FactPage({ id, claims }: { id: string; claims: Claims }) {
   const [error, setError] = useState<unknown>(null);
   const [notFound, setNotFound] = useState(false);
   const [done, setDone] = useState<string | null>(null);
-  const [compare, setCompare] = useState<[number, number] | null>(null);
+  const [compare, setCompare] = useState<{ from: number; to: number } | null>(null);
+  const [picked, setPicked] = useState<{ from: number; to: number } | null>(null);
   const [asOf, setAsOf] = useState('');
   const [asOfFact, setAsOfFact] = useState<Fact | null | undefined>(undefined);
   const [editing, setEditing] = useState<string | null>(null);
@@ -179,15 +180,38 @@ export function FactPage({ id, claims }: { id: string; claims: Claims }) {
           <li key={r.version}>
             <strong>v{r.version}</strong> {when(r.recordedAt)} · {r.trust}
             {r.invalidationReason ? ` · ${r.invalidationReason}` : ''}
-            {r.version !== fact.version && (
-              <button type="button" onClick={() => setCompare([r.version, fact.version])}>
-                Compare with v{fact.version}
-              </button>
-            )}
           </li>
         ))}
       </ol>
-      {compare && <Diff revisions={revisions} versions={compare} />}
+      {revisions.length > 1 && (
+        <form
+          class="actions"
+          onSubmit={(e) => {
+            e.preventDefault();
+            setCompare(picked ?? { from: revisions[revisions.length - 1]!.version, to: fact.version });
+          }}
+        >
+          {(['from', 'to'] as const).map((end) => (
+            <label>
+              {end === 'from' ? 'Compare version' : 'with version'}
+              <select
+                name={`compare-${end}`}
+                value={String((picked ?? { from: revisions[revisions.length - 1]!.version, to: fact.version })[end])}
+                onChange={(e) => {
+                  const chosen = picked ?? { from: revisions[revisions.length - 1]!.version, to: fact.version };
+                  setPicked({ ...chosen, [end]: Number((e.target as HTMLSelectElement).value) });
+                }}
+              >
+                {revisions.map((r) => (
+                  <option value={String(r.version)}>v{r.version}</option>
+                ))}
+              </select>
+            </label>
+          ))}
+          <button type="submit">Compare</button>
+        </form>
+      )}
+      {compare && <Diff revisions={revisions} versions={[compare.from, compare.to]} />}
 
       <h2>As of</h2>
       <form

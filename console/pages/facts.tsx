@@ -16,6 +16,8 @@ interface Row {
 }
 
 const isoOrEmpty = (local: string) => (local ? new Date(local).toISOString() : '');
+/** "a, b," → ["a", "b"]: the list route takes them comma-separated, retrieve as an array. */
+const typesOf = (text: string) => text.split(',').map((t) => t.trim()).filter(Boolean);
 
 export function FactsPage() {
   const [filters, setFilters] = useState<Filters>(EMPTY);
@@ -30,7 +32,7 @@ export function FactsPage() {
     try {
       const page = await api<{ data: Fact[]; hasMore: boolean; nextCursor: string | null }>(
         'GET',
-        `/v1/memory/facts${query({ ...filters, validAt: isoOrEmpty(filters.validAt), asOf: isoOrEmpty(filters.asOf), limit: 100, cursor: after })}`,
+        `/v1/memory/facts${query({ ...filters, types: typesOf(filters.types).join(','), validAt: isoOrEmpty(filters.validAt), asOf: isoOrEmpty(filters.asOf), limit: 100, cursor: after })}`,
       );
       setRows((before) => [...(after && before ? before : []), ...page.data.map((fact) => ({ fact, score: null }))]);
       setCursor(page.hasMore ? page.nextCursor : null);
@@ -43,7 +45,7 @@ export function FactsPage() {
   const retrieve = async () => {
     setError(null);
     const scope = Object.fromEntries(SCOPE_KEYS.flatMap((key) => (filters[key] ? [[key, filters[key]]] : [])));
-    const types = filters.types.split(',').map((t) => t.trim()).filter(Boolean);
+    const types = typesOf(filters.types);
     try {
       const answer = await api<{ results: Row[] }>('POST', '/v1/memory/retrieve', {
         query: search.text,

@@ -152,7 +152,9 @@ describe.runIf(hasChromium())('the console in a real browser', () => {
     await page.getByLabel('Time').fill(local as string);
     await page.getByRole('button', { name: 'Show' }).click();
     await expect.poll(() => page.locator('.as-of').textContent()).toContain('over phone calls');
-    await page.getByRole('button', { name: 'Compare with v2' }).click();
+    await page.getByLabel('Compare version').selectOption('1');
+    await page.getByLabel('with version').selectOption('2');
+    await page.getByRole('button', { name: 'Compare', exact: true }).click();
     await expect.poll(() => page.locator('.diff .added').count()).toBeGreaterThan(0);
     expect(await page.locator('.diff .removed').first().textContent()).toContain('over phone calls');
     await page.screenshot({ path: `${OUTPUT}/fact.png`, fullPage: true });
