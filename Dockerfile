@@ -8,6 +8,8 @@ COPY patches ./patches
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY bin ./bin
 COPY src ./src
+# The console's sources: the API bundles them on the first visit to /console.
+COPY console ./console
 COPY workers ./workers
 COPY drizzle ./drizzle
 USER node

@@ -11,7 +11,7 @@ export default defineConfig({
   test: {
     ...suiteDefaults,
     include: ['test/**/*.test.ts'],
-    exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', 'test/citus/**', 'test/clients/**', '**/node_modules/**'],
+    exclude: ['test/faults/**', 'test/slow/**', 'test/scale/**', 'test/citus/**', 'test/clients/**', 'test/console/**', '**/node_modules/**'],
     // Each file gets its own database (test/helpers/database.ts) and its own Redis queue prefix
     // (support/redis.ts), so files run in parallel. Most of a file's time is spent waiting
     // on Postgres, Redis or a child process, so more files than cores keep both cores busy.

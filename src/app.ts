@@ -19,6 +19,7 @@ import { metricsRoutes, recordRequests } from './http/metrics.ts';
 import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
 import { limitMcpToolCalls, limitRequests, type RateLimiter } from './http/rate-limit.ts';
 import { describeMcp, openApiInfo } from './http/openapi.ts';
+import { consoleRoutes } from './http/console.ts';
 import { docsRoutes } from './http/docs.ts';
 import { createDispatcher, type Dispatcher } from './jobs/dispatcher.ts';
 import type { Logger } from './foundation/log.ts';
@@ -138,6 +139,7 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   describeMcp(app.openAPIRegistry, MCP_PATH);
   app.doc31('/openapi.json', openApiInfo);
   app.route('/', docsRoutes('/openapi.json'));
+  app.route('/', consoleRoutes());
 
   app.notFound((c) => c.json(errorBody('not-found', `No route for ${c.req.method} ${c.req.path}`, c.get('requestId')), 404));
 

@@ -88,6 +88,7 @@ async function main(): Promise<void> {
     // The banner first: whoever waits for "api listening" has it by then.
     const banner = [storage.describe, jobs.describe, describeSearch(config)];
     if (config.auth.jwtSecret) banner.push('Try: npx mnemo token --tenant demo --sub you --role admin');
+    banner.push(`Console: http://localhost:${info.port}/console${config.auth.jwtSecret ? ' (add --console to the token command for a sign-in link)' : ''}`);
     process.stdout.write(banner.map((line) => `  ${line}\n`).join(''));
     logger.info('api listening', { port: info.port });
   }) as Server;

@@ -4,6 +4,7 @@ import { migrate } from '../db/migrate.ts';
 import { mintDevToken } from '../auth/dev-token.ts';
 import { roles } from '../auth/claims.ts';
 import { asCommand, CommandFailed, parseFlags, runCli, UsageError } from './args.ts';
+import { consoleLink } from './console-link.ts';
 
 const usage = `Usage: mnemo <command> [options]
 
@@ -25,6 +26,8 @@ Commands:
       --orgs-read o1,o2       --orgs-write o1,o2
       --ttl SECONDS       lifetime, default 3600
       --json              print {token, claims, expiresAt} instead of the bare token
+      --console           print a link that signs the console in with it (token in the fragment)
+      --console-url URL   the API the link opens, default http://localhost:3000
   reembed               switch search to the configured model (KINDGI_MEMORY_EMBEDDINGS*): register it,
                         queue its backfill for the worker, print its state
       --watch             show the backfill's progress until search has switched to it
@@ -74,6 +77,8 @@ async function token(argv: string[]): Promise<void> {
     'orgs-write': { type: 'string' },
     ttl: { type: 'string', default: '3600' },
     json: { type: 'boolean', default: false },
+    console: { type: 'boolean', default: false },
+    'console-url': { type: 'string', default: 'http://localhost:3000' },
   });
   for (const name of ['tenant', 'sub', 'role'] as const) {
     if (!values[name]) throw new UsageError(`--${name} is required`);
@@ -101,6 +106,12 @@ async function token(argv: string[]): Promise<void> {
     now,
   });
   const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
+  if (values.console) {
+    // In the fragment, which the browser never sends: the console moves it into the tab's
+    // sessionStorage and out of the address bar at once (console/api.ts).
+    process.stdout.write(`${consoleLink(values['console-url']!, token)}\n`);
+    return;
+  }
   process.stdout.write(values.json ? `${JSON.stringify({ token, claims, expiresAt })}\n` : `${token}\n`);
 }
 

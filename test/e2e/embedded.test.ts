@@ -102,6 +102,7 @@ describe('npm start with nothing installed or set (embedded PostgreSQL, in-proce
     expect(out).toContain('Jobs: in-process');
     expect(out).toContain('Memory search: keyword (KINDGI_MEMORY_EMBEDDINGS turns on search by meaning)');
     expect(out).toContain('Try: npx mnemo token --tenant demo --sub you --role admin');
+    expect(out).toMatch(/Console: http:\/\/localhost:\d+\/console \(add --console to the token command for a sign-in link\)/);
     for (const file of ['jwt-secret', 'erasure-key', 'lock', 'pgdata']) expect(existsSync(join(dataDir, file))).toBe(true);
   });
 

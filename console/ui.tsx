@@ -1,0 +1,27 @@
+/** Small pieces every page uses: how an API error reads, a fact's preview, a time. */
+import { ApiError } from './api.ts';
+
+export function ErrorNote({ error }: { error: unknown }) {
+  if (!error) return null;
+  const text =
+    error instanceof ApiError
+      ? error.status === 403
+        ? `Your token may not do this (403 ${error.code}): ${error.message}`
+        : `${error.status} ${error.code}: ${error.message}`
+      : `The request failed: ${(error as Error).message ?? String(error)}`;
+  return (
+    <p role="alert" class="error">
+      {text}
+    </p>
+  );
+}
+
+/** The content's text as one line, at most `max` characters: shown as text, never as markup. */
+export function preview(content: unknown, max = 140): string {
+  const text = content && typeof content === 'object' && typeof (content as { text?: unknown }).text === 'string' ? (content as { text: string }).text : JSON.stringify(content);
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+export const when = (iso: string | null) => (iso ? new Date(iso).toLocaleString() : '—');
+
+export const canVerify = (role: string) => role === 'admin' || role === 'member';
