@@ -7,7 +7,9 @@ export function ErrorNote({ error }: { error: unknown }) {
     error instanceof ApiError
       ? error.status === 403
         ? `Your token may not do this (403 ${error.code}): ${error.message}`
-        : `${error.status} ${error.code}: ${error.message}`
+        : error.status === 401
+          ? `The API did not accept your token (expired, or not for this server): sign out and sign in with a new one. (${error.message})`
+          : `${error.status} ${error.code}: ${error.message}`
       : `The request failed: ${(error as Error).message ?? String(error)}`;
   return (
     <p role="alert" class="error">

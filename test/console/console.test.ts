@@ -12,6 +12,7 @@ import type { Principal } from '../../src/auth/permissions.ts';
 import { consoleLink } from '../../src/cli/console-link.ts';
 import { writeFacts } from '../../src/memory/facts/insert.ts';
 import { startTestApi, type TestApi, tokenFor } from '../helpers/api.ts';
+import { WRONG_SECRET } from '../helpers/credentials.ts';
 import { hasChromium, launch, signIn, type Watched, watchedPage } from './browser.ts';
 
 const OUTPUT = 'test-output/console';
@@ -309,6 +310,11 @@ describe.runIf(hasChromium())('the console in a real browser', () => {
       await other.page.getByRole('button', { name: 'Supersede…' }).waitFor();
       // Only admins and members verify.
       expect(await other.page.getByRole('button', { name: 'Verify' }).count()).toBe(0);
+      // A token the API does not accept (signed with another key): said plainly, with what to do.
+      await other.page.getByRole('button', { name: 'Sign out' }).click();
+      await other.page.getByLabel('Token').fill(await tokenFor({ tid: tenant.tenantId, sub: 'admin-1', role: 'admin' }, { secret: WRONG_SECRET }));
+      await other.page.getByRole('button', { name: 'Sign in' }).click();
+      await other.page.getByRole('alert').filter({ hasText: 'The API did not accept your token' }).waitFor();
     } finally {
       await other.context.close();
     }

@@ -91,21 +91,34 @@ describe('pollUntilDone', () => {
   });
 
   it('stops following at Ctrl-C: says so, exit code 130, and lets go of SIGINT', async () => {
-    const before = process.listenerCount('SIGINT');
-    let calls = 0;
-    const interrupted = vi.fn();
-    await pollUntilDone(
-      1,
-      async () => {
-        if (++calls === 2) process.emit('SIGINT');
-        return false;
-      },
-      interrupted,
-    );
-    expect(calls).toBe(2);
-    expect(interrupted).toHaveBeenCalledOnce();
-    expect(process.exitCode).toBe(130);
-    expect(process.listenerCount('SIGINT')).toBe(before);
+    // The SIGINT is emitted in this test's process, which other test files share (isolate: false):
+    // a handler one of them left behind (a server's shutdown, the bench's cleanup) would exit the
+    // worker. Only pollUntilDone's own listener may hear it; the others are put back afterwards,
+    // and one of this test's own proves none of them was called.
+    const bystander = vi.fn();
+    process.on('SIGINT', bystander);
+    const others = process.listeners('SIGINT');
+    process.removeAllListeners('SIGINT');
+    try {
+      let calls = 0;
+      const interrupted = vi.fn();
+      await pollUntilDone(
+        1,
+        async () => {
+          if (++calls === 2) process.emit('SIGINT');
+          return false;
+        },
+        interrupted,
+      );
+      expect(calls).toBe(2);
+      expect(interrupted).toHaveBeenCalledOnce();
+      expect(process.exitCode).toBe(130);
+      expect(process.listenerCount('SIGINT')).toBe(0);
+    } finally {
+      for (const listener of others) process.on('SIGINT', listener);
+      process.off('SIGINT', bystander);
+    }
+    expect(bystander).not.toHaveBeenCalled();
   });
 });
 
