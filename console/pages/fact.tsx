@@ -64,6 +64,8 @@ export function FactPage({ id, claims }: { id: string; claims: Claims }) {
     }
   };
   const expect = { expectVersion: fact.version };
+  // The two versions to compare: as picked, else the oldest against the current one.
+  const range = picked ?? { from: revisions[revisions.length - 1]?.version ?? fact.version, to: fact.version };
   const mayVerify = canVerify(claims.role) && fact.trust !== 'verified';
 
   return (
@@ -188,20 +190,13 @@ export function FactPage({ id, claims }: { id: string; claims: Claims }) {
           class="actions"
           onSubmit={(e) => {
             e.preventDefault();
-            setCompare(picked ?? { from: revisions[revisions.length - 1]!.version, to: fact.version });
+            setCompare(range);
           }}
         >
           {(['from', 'to'] as const).map((end) => (
             <label>
               {end === 'from' ? 'Compare version' : 'with version'}
-              <select
-                name={`compare-${end}`}
-                value={String((picked ?? { from: revisions[revisions.length - 1]!.version, to: fact.version })[end])}
-                onChange={(e) => {
-                  const chosen = picked ?? { from: revisions[revisions.length - 1]!.version, to: fact.version };
-                  setPicked({ ...chosen, [end]: Number((e.target as HTMLSelectElement).value) });
-                }}
-              >
+              <select name={`compare-${end}`} value={String(range[end])} onChange={(e) => setPicked({ ...range, [end]: Number((e.target as HTMLSelectElement).value) })}>
                 {revisions.map((r) => (
                   <option value={String(r.version)}>v{r.version}</option>
                 ))}

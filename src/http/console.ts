@@ -20,6 +20,7 @@ import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 import { type Context, Hono } from 'hono';
 import type { AppEnv } from './app-env.ts';
+import { htmlPage } from './html-page.ts';
 
 export const CONSOLE_PATH = '/console';
 
@@ -64,24 +65,11 @@ export async function buildConsole(): Promise<ConsoleBuild> {
   if (!js || !css) throw new Error('console build: the bundle or its stylesheet is missing');
   const script = asset('app', 'js', 'text/javascript; charset=utf-8', js.contents);
   const style = asset('app', 'css', 'text/css; charset=utf-8', css.contents);
-  const html = [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<title>Mnemo console</title>',
-    // An empty icon: the browser does not go asking for /favicon.ico.
-    '<link rel="icon" href="data:,">',
-    `<link rel="stylesheet" href="${style.path}">`,
-    `<script type="module" src="${script.path}"></script>`,
-    '</head>',
-    '<body>',
-    '<noscript>The Mnemo console needs JavaScript.</noscript>',
-    '<div id="app"></div>',
-    '</body>',
-    '</html>',
-  ].join('\n');
+  const html = htmlPage({
+    title: 'Mnemo console',
+    head: [`<link rel="stylesheet" href="${style.path}">`, `<script type="module" src="${script.path}"></script>`],
+    body: ['<noscript>The Mnemo console needs JavaScript.</noscript>', '<div id="app"></div>'],
+  });
   return { script, style, html };
 }
 

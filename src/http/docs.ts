@@ -17,6 +17,7 @@ import { createRequire } from 'node:module';
 import { gzipSync } from 'node:zlib';
 import { Hono } from 'hono';
 import type { AppEnv } from './app-env.ts';
+import { htmlPage } from './html-page.ts';
 
 export const DOCS_PATH = '/docs';
 
@@ -68,24 +69,11 @@ function renderPage(documentPath: string, { script, style }: Assets) {
   };
   // `<` escaped so nothing in the configuration can close the script element.
   const init = `window.ui = SwaggerUIBundle(${JSON.stringify(config).replace(/</g, '\\u003c')});`;
-  const html = [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<title>Mnemo API</title>',
-    // An empty icon: the browser does not go asking for /favicon.ico.
-    '<link rel="icon" href="data:,">',
-    `<link rel="stylesheet" href="${style.src}">`,
-    '</head>',
-    '<body>',
-    '<div id="swagger-ui"></div>',
-    `<script src="${script.src}"></script>`,
-    `<script>${init}</script>`,
-    '</body>',
-    '</html>',
-  ].join('\n');
+  const html = htmlPage({
+    title: 'Mnemo API',
+    head: [`<link rel="stylesheet" href="${style.src}">`],
+    body: ['<div id="swagger-ui"></div>', `<script src="${script.src}"></script>`, `<script>${init}</script>`],
+  });
   // The page's policy: its one inline script by its hash, the bundle and stylesheet from this
   // origin (Swagger UI sets styles through the DOM, which style-src does not govern), the
   // stylesheet's icons as data: URLs. `connect-src 'self'` holds the document's fetch and every
