@@ -64,6 +64,16 @@ function tally(answers: readonly Answer[]): Record<string, number> {
   return counts;
 }
 
+/**
+ * None of these answers may exist. The tally leads the failure message, on one line, because a CI
+ * summary shows only an error's first line (and vitest abbreviates the object it compares).
+ */
+function expectNoneOf(what: string, answers: readonly Answer[], complaints: string): void {
+  const counts = tally(answers);
+  const listed = Object.entries(counts).map(([answer, n]) => `${n} × ${answer}`).join('; ');
+  expect(counts, `${what}: ${listed}\n${complaints}`).toEqual({});
+}
+
 const cores = (cpu: CpuSample, seconds: number, part: (typeof cpuParts)[number]) => (cpu[part] / seconds).toFixed(2);
 
 function cpuLine(cpu: CpuSample, seconds: number): string {
@@ -135,7 +145,7 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
 
     for (const { run } of runs) {
       const unexpected = run.answers.filter((a) => !ok(a) && !expectedConflict(a));
-      expect(tally(unexpected), stack.complaints()).toEqual({});
+      expectNoneOf('answers neither 2xx nor an expected 409', unexpected, stack.complaints());
     }
     // Each run spread its requests over every node it had.
     const served = new Set(runs[1]!.run.answers.map((a) => a.node));
@@ -193,10 +203,14 @@ describe('scale: API nodes behind HAProxy, workers, PgBouncer, PostgreSQL, Redis
       a.sentAt <= killedAt &&
       a.doneAt >= killing;
     const failed = run.answers.filter((a) => a.status === 0 || a.status >= 500);
-    expect(tally(failed.filter((a) => !inFlightOnKilled(a))), stack.complaints()).toEqual({});
+    expectNoneOf('failed but not in flight on the killed node', failed.filter((a) => !inFlightOnKilled(a)), stack.complaints());
     // One request at a time per client: at most one each was on the killed node.
     expect(failed.length).toBeLessThanOrEqual(CLIENTS);
-    expect(tally(run.answers.filter((a) => !ok(a) && !expectedConflict(a) && !inFlightOnKilled(a)))).toEqual({});
+    expectNoneOf(
+      'answers neither 2xx, an expected 409 nor in flight on the killed node',
+      run.answers.filter((a) => !ok(a) && !expectedConflict(a) && !inFlightOnKilled(a)),
+      stack.complaints(),
+    );
     // The restarted node took its share again.
     expect(run.answers.some((a) => a.node === KILLED_NODE && a.sentAt > events.apiMarkedUp! && ok(a))).toBe(true);
 
