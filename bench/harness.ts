@@ -58,7 +58,13 @@ export async function throughput(clients: number, seconds: number, once: (client
   const started = performance.now();
   await Promise.all(
     Array.from({ length: clients }, async (_, client) => {
-      while (performance.now() < deadline) units += await once(client);
+      while (performance.now() < deadline) {
+        // Not `units += await once(client)`: that reads `units` before the await and writes it back
+        // after, so the clients' concurrent calls overwrote each other's counts and N clients counted
+        // about 1/N of their work (the falling write throughput of issue 30).
+        const done = await once(client);
+        units += done;
+      }
     }),
   );
   return units / ((performance.now() - started) / 1000);
@@ -208,9 +214,9 @@ export interface Api extends Service {
   baseUrl: string;
 }
 
-export async function startApi(env: Environment, scratch: Scratch, embeddings: Embeddings): Promise<Api> {
+export async function startApi(env: Environment, scratch: Scratch, embeddings: Embeddings, extra: Record<string, string> = {}): Promise<Api> {
   const port = await freePort();
-  const service = await startService('src/server.ts', { ...serviceEnv(env, scratch, embeddings), PORT: String(port) }, 'api listening');
+  const service = await startService('src/server.ts', { ...serviceEnv(env, scratch, embeddings), ...extra, PORT: String(port) }, 'api listening');
   return { ...service, baseUrl: `http://127.0.0.1:${port}` };
 }
 
@@ -230,6 +236,7 @@ export async function tokenFor(tenantId: string): Promise<string> {
 export interface Call {
   status: number;
   body: any;
+  headers: Headers;
 }
 
 export async function call(api: Api, token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Call> {
@@ -239,10 +246,27 @@ export async function call(api: Api, token: string, method: string, path: string
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+  return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
 }
 
 export const idempotencyKey = () => ({ 'idempotency-key': randomUUID() });
+
+/**
+ * Texts embedded by an OpenAI-compatible endpoint (the bench's fake one): what the raw searches and
+ * LangGraph's store pay for a query's vector, as the API does, so no side is spared that call.
+ */
+export function endpointEmbedder(embeddings: Embeddings): (texts: string[]) => Promise<number[][]> {
+  return async (texts) => {
+    const response = await fetch(`${embeddings.url}/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: embeddings.model, input: texts }),
+    });
+    if (!response.ok) throw new Error(`embeddings endpoint answered ${response.status}`);
+    const { data } = (await response.json()) as { data: { index: number; embedding: number[] }[] };
+    return data.sort((a, b) => a.index - b.index).map((d) => d.embedding);
+  };
+}
 
 /**
  * A bench module run on its own (`node --import tsx bench/<module>.ts …`): when `moduleUrl` is

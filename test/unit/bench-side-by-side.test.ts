@@ -3,6 +3,8 @@ import { parseOptions } from '../../bench/side-by-side.ts';
 import type { SideBySideRun } from '../../bench/side-by-side-run.ts';
 import { renderSvg } from '../../bench/results.ts';
 import { VectorSpace } from '../../bench/synthetic.ts';
+import { throughput } from '../../bench/harness.ts';
+import { sleep } from '../../support/wait.ts';
 
 const cosine = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i]!, 0);
 
@@ -72,5 +74,24 @@ describe('the latency chart', () => {
     expect(svg.match(/<circle /g)).toHaveLength(19);
     expect(svg).toContain('keyword raw SQL');
     expect(svg).not.toContain('NaN');
+  });
+});
+
+describe('the bench’s throughput', () => {
+  it('counts every call of concurrent clients: a rate that N clients each add to is not divided by N', async () => {
+    let calls = 0;
+    const seconds = 0.3;
+    const started = performance.now();
+    const rate = await throughput(8, seconds, async () => {
+      calls++;
+      await sleep(2);
+      return 1;
+    });
+    const elapsed = (performance.now() - started) / 1000;
+    // Every call finishes before throughput returns, and it measured no longer than `elapsed`, no shorter than `seconds`.
+    expect(rate).toBeGreaterThanOrEqual(calls / elapsed);
+    expect(rate).toBeLessThanOrEqual(calls / seconds);
+    // Eight clients, each waiting 2 ms a call: far more than one client's 150.
+    expect(calls).toBeGreaterThan(8 * 50);
   });
 });
