@@ -1,6 +1,6 @@
 /**
  * LangGraph.js's `PostgresStore` on the same PostgreSQL, the same texts and the same synthetic
- * vectors (a fake embeddings object answers VectorSpace vectors): puts per second from 1 and 2
+ * vectors (embedded by the endpoint the API uses, so each search pays the same call): puts per second from 1 and 2
  * clients, and vector search p50 at each size with the same semantic queries as Mnemo's.
  *
  * The store lives in a schema of its own in the scratch database, with its own vector index
@@ -22,12 +22,11 @@ export interface LangGraph {
   close(): Promise<void>;
 }
 
-export async function openLangGraph(owner: Sql, ownerUrl: string, space: VectorSpace): Promise<LangGraph> {
+export async function openLangGraph(owner: Sql, ownerUrl: string, space: VectorSpace, embed: (texts: string[]) => Promise<number[][]>): Promise<LangGraph> {
   await owner.unsafe(`create schema if not exists ${SCHEMA}`);
-  const embed = async (texts: string[]) => texts.map((text) => space.embedText(text));
   const store = PostgresStore.fromConnString(ownerUrl, {
     schema: SCHEMA,
-    index: { dims: space.dims, embed: { embedDocuments: embed, embedQuery: async (text: string) => space.embedText(text) }, fields: ['text'] },
+    index: { dims: space.dims, embed: { embedDocuments: embed, embedQuery: async (text: string) => (await embed([text]))[0]! }, fields: ['text'] },
   });
   await store.setup();
   return { store, loaded: 0, close: () => store.stop() };

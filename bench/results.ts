@@ -4,6 +4,7 @@
  */
 import { type Percentiles, table } from './harness.ts';
 import { DRAGON, LOCOMO_LIMIT, LOCOMO_RANKERS, type LocomoRanker, type LocomoResult, PLAIN_BM25, RECALL_KS } from './locomo.ts';
+import type { BreakdownRow } from './search-scale.ts';
 import type { LangGraphRow, Section, SideBySideRun } from './side-by-side-run.ts';
 
 /** The sections measured on the synthetic tenants (the others bring their own data). */
@@ -13,6 +14,39 @@ const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '—');
 const f0 = (x: number | null | undefined) => (x === null || x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(0));
 const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}×` : '—');
 const pct = (p: Percentiles) => `${f1(p.p50)} / ${f1(p.p95)} / ${f1(p.p99)}`;
+
+const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
+
+/**
+ * Where a search's milliseconds go: per size and mode, the client's wait and each server phase's
+ * mean (Server-Timing). HTTP is the client's wait beyond the server's total; "rest" the server's
+ * total beyond its phases (routing, body parsing and validation, middleware), not shown for
+ * `both`, whose two searches overlap.
+ */
+export function renderBreakdown(rows: readonly BreakdownRow[]): string[] {
+  const phases = [...new Set(rows.flatMap((r) => Object.keys(r.phases)))];
+  return [
+    '### Where a search spends its time (ms, mean per request)',
+    '',
+    'The same searches through a second API process started with `MNEMO_SERVER_TIMING=true`: each answer\'s `Server-Timing` header (src/foundation/request-timing.ts). HTTP: what the client waited beyond the server\'s total (both ends\' HTTP handling and the loopback); rest: the server\'s total beyond the phases named (routing, body parsing and validation, middleware). The two searches of `both` run at once, so its phases add up to more than its total.',
+    '',
+    table(
+      ['facts', 'mode', 'client p50', 'client mean', 'HTTP', ...phases, 'rest'],
+      rows.map((r) => {
+        const named = Object.values(r.phases).reduce((a, b) => a + b, 0);
+        return [
+          String(r.size),
+          r.mode,
+          f2(r.client.p50),
+          f2(r.client.mean),
+          f2(r.client.mean - r.server),
+          ...phases.map((p) => f2(r.phases[p] ?? 0)),
+          r.mode === 'both' ? '—' : f2(r.server - named),
+        ];
+      }),
+    ),
+  ];
+}
 
 /** A table of whatever rows another helper's module returned (objects with scalar fields). */
 function genericTable(rows: readonly Record<string, unknown>[]): string {
@@ -50,6 +84,7 @@ export function renderMarkdown(run: SideBySideRun): string {
       '',
     );
   }
+  if (run.breakdown.length > 0) out.push(...renderBreakdown(run.breakdown), '');
   if (run.recall.length > 0) {
     out.push(
       '### Filtered recall@10 vs an exact scan',

@@ -5,14 +5,20 @@
  *
  * Raw SQL, run as the owner (no row-level security, no fact loading, nothing else):
  * - keyword: a plain `ts_rank` over the OR of the query's terms, the tenant's matches only;
- * - semantic: the model's HNSW index, `ORDER BY embedding <=> $1 LIMIT 10` in the tenant
- *   (iterative scan on, as the tenant filter needs it to return 10 rows);
+ * - semantic: the query embedded by the same endpoint the API asks, then the model's HNSW index,
+ *   `ORDER BY embedding <=> $1 LIMIT 10` in the tenant (iterative scan on, as the tenant filter
+ *   needs it to return 10 rows);
  * - both: the two statements one after the other.
  * API and raw run query by query, interleaved, so the machine's load hits both alike.
+ *
+ * The breakdown (issue 30): the same searches through an API started with MNEMO_SERVER_TIMING, whose
+ * `Server-Timing` header says where each request's milliseconds went (src/foundation/request-timing.ts);
+ * what the client waited beyond the server's total is HTTP (both ends' handling and the loopback).
  */
 import pgvector from 'pgvector';
 import type { Sql } from 'postgres';
 import { recallAt } from './ir.ts';
+import { parseServerTiming } from '../src/foundation/request-timing.ts';
 import { type Api, call, type Percentiles, percentiles, progress, timed } from './harness.ts';
 import type { VectorSpace } from './synthetic.ts';
 
@@ -36,6 +42,8 @@ export interface SearchSetup {
   clusters: readonly number[];
   keywordQueries: readonly string[];
   rounds: number;
+  /** The query's vector from the embeddings endpoint the API uses (the raw search pays that call too). */
+  embedQuery(text: string): Promise<number[]>;
 }
 
 const literal = (value: string) => `'${value.replace(/'/g, "''")}'`;
@@ -72,11 +80,11 @@ export async function exactTop10(owner: Sql, model: string, dims: number, tenant
   return rows.map((r) => r.id as string);
 }
 
-async function apiSearch(setup: SearchSetup, mode: Mode, query: string, filters: Record<string, unknown> = {}): Promise<string[]> {
-  const answer = await call(setup.api, setup.token, 'POST', '/v1/memory/retrieve', { mode, query, limit: 10, ...filters });
+async function apiSearch(setup: SearchSetup, mode: Mode, query: string, filters: Record<string, unknown> = {}, api = setup.api) {
+  const answer = await call(api, setup.token, 'POST', '/v1/memory/retrieve', { mode, query, limit: 10, ...filters });
   if (answer.status !== 200) throw new Error(`retrieve ${mode} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
   if (answer.body.journal.degraded) throw new Error(`retrieve ${mode} degraded: ${answer.body.journal.degraded}`);
-  return (answer.body.results as { fact: { id: string } }[]).map((r) => r.fact.id);
+  return { ids: (answer.body.results as { fact: { id: string } }[]).map((r) => r.fact.id), serverTiming: answer.headers.get('server-timing') };
 }
 
 /** Semantic queries: a keyword query's text, placed in one of the tenant's clusters. */
@@ -88,10 +96,10 @@ export async function searchSideBySide(setup: SearchSetup, size: number, modes: 
   const queries = setup.keywordQueries.map((text, i) => ({ keyword: text, semantic: semanticQuery(setup.clusters, i, text) }));
   const raw: Record<Mode, (q: (typeof queries)[number]) => Promise<unknown>> = {
     keyword: (q) => rawKeyword(owner, tenantId, q.keyword),
-    semantic: (q) => rawSemantic(owner, model, dims, tenantId, space.embedText(q.semantic)),
+    semantic: async (q) => rawSemantic(owner, model, dims, tenantId, await setup.embedQuery(q.semantic)),
     both: async (q) => {
       await rawKeyword(owner, tenantId, q.semantic);
-      await rawSemantic(owner, model, dims, tenantId, space.embedText(q.semantic));
+      await rawSemantic(owner, model, dims, tenantId, await setup.embedQuery(q.semantic));
     },
   };
   const rows: SearchRow[] = [];
@@ -112,6 +120,49 @@ export async function searchSideBySide(setup: SearchSetup, size: number, modes: 
     }
     const row = { size, mode, api: percentiles(apiSamples), raw: percentiles(rawSamples) };
     progress(`search ${size}: ${mode} API p50 ${row.api.p50.toFixed(1)} ms, raw ${row.raw.p50.toFixed(1)} ms (×${(row.api.p50 / row.raw.p50).toFixed(2)})`);
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** Where one mode's requests spent their time, on average (ms): the client's wait and each phase of the server's. */
+export interface BreakdownRow {
+  size: number;
+  mode: Mode;
+  requests: number;
+  /** What the client waited, mean and p50. */
+  client: { mean: number; p50: number };
+  /** The server's total (its `Server-Timing`), mean. */
+  server: number;
+  /** Each phase's mean over the requests (0 for a request without it), in the order first seen. */
+  phases: Record<string, number>;
+}
+
+/**
+ * The searches of searchSideBySide, through `timedApi` (an API with MNEMO_SERVER_TIMING): one
+ * untimed round, then `rounds` timed ones, averaging each phase of the answers' `Server-Timing`.
+ */
+export async function searchBreakdown(setup: SearchSetup, timedApi: Api, size: number, modes: readonly Mode[]): Promise<BreakdownRow[]> {
+  const queries = setup.keywordQueries.map((text, i) => ({ keyword: text, semantic: semanticQuery(setup.clusters, i, text) }));
+  const rows: BreakdownRow[] = [];
+  for (const mode of modes) {
+    const text = (q: (typeof queries)[number]) => (mode === 'keyword' ? q.keyword : q.semantic);
+    for (const q of queries) await apiSearch(setup, mode, text(q), {}, timedApi);
+    const client: number[] = [];
+    const totals = new Map<string, number>();
+    for (let round = 0; round < setup.rounds; round++) {
+      for (const q of queries) {
+        const { ms, value } = await timed(() => apiSearch(setup, mode, text(q), {}, timedApi));
+        const phases = parseServerTiming(value.serverTiming);
+        if (!phases.has('total')) throw new Error('the timed API answered no Server-Timing header: is MNEMO_SERVER_TIMING read?');
+        client.push(ms);
+        for (const [name, phaseMs] of phases) totals.set(name, (totals.get(name) ?? 0) + phaseMs);
+      }
+    }
+    const n = client.length;
+    const { total = 0, ...phases } = Object.fromEntries([...totals].map(([name, sum]) => [name, sum / n]));
+    const row = { size, mode, requests: n, client: { mean: client.reduce((a, b) => a + b, 0) / n, p50: percentiles(client).p50 }, server: total, phases };
+    progress(`breakdown ${size} ${mode}: client ${row.client.mean.toFixed(2)} ms, server ${total.toFixed(2)} ms (${Object.entries(phases).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')})`);
     rows.push(row);
   }
   return rows;
@@ -151,7 +202,7 @@ export async function filteredRecall(setup: SearchSetup, size: number, cases: re
       const query = semanticQuery(c.clusters, i, `recall probe ${i}`);
       const vector = space.embedText(query);
       const truth = await exactTop10(owner, model, space.dims, c.tenantId, vector, c.type);
-      const found = await apiSearch({ ...setup, token: c.token }, 'semantic', query, c.type ? { type: c.type } : {});
+      const { ids: found } = await apiSearch({ ...setup, token: c.token }, 'semantic', query, c.type ? { type: c.type } : {});
       api += recallAt(10, found, truth);
       returned += found.length;
       // A naive filtered HNSW query: the tenant and type filters applied after the index's ef_search candidates.

@@ -4,7 +4,7 @@
  */
 import type { Percentiles } from './harness.ts';
 import type { LocomoResult } from './locomo.ts';
-import type { RecallRow, SearchRow } from './search-scale.ts';
+import type { BreakdownRow, RecallRow, SearchRow } from './search-scale.ts';
 import type { BatchRow, EmbedRow, WriteRow } from './write-side.ts';
 
 export const SECTIONS = ['keyword', 'semantic', 'both', 'recall', 'writes', 'embed', 'report', 'langgraph', 'quality', 'locomo'] as const;
@@ -25,6 +25,8 @@ export interface SideBySideRun {
   clustersNote: string;
   queriesNote: string;
   search: (SearchRow & { load: number })[];
+  /** Where the searches' milliseconds went (Server-Timing), per size and mode. */
+  breakdown: BreakdownRow[];
   recall: RecallRow[];
   writes: WriteRow[];
   batch: BatchRow[];

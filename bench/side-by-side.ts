@@ -19,6 +19,7 @@ import {
   cleanUp,
   cleanUpOnSignal,
   createScratch,
+  endpointEmbedder,
   environment,
   progress,
   type Scratch,
@@ -31,7 +32,7 @@ import { langGraphPuts, langGraphSearch, loadLangGraph, openLangGraph } from './
 import { LOCOMO_SOURCE, LOCOMO_SPLITS, type LocomoOptions, type LocomoResult, type LocomoSplit } from './locomo.ts';
 import { renderMarkdown, renderSvg } from './results.ts';
 import { type Section, SECTIONS, type SideBySideRun } from './side-by-side-run.ts';
-import { filteredRecall, type Mode, searchSideBySide } from './search-scale.ts';
+import { filteredRecall, type Mode, searchBreakdown, searchSideBySide } from './search-scale.ts';
 import { loadFacts, loadQueries, loadSentences, type TenantLoad, VectorSpace } from './synthetic.ts';
 import { embedPipeline, writesSideBySide } from './write-side.ts';
 
@@ -224,6 +225,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
     clustersNote: `200 clusters (main tenant and adversarial tenant 100, the others 100 others)`,
     queriesNote: `${profile.queries} queries from the IR collections (semantic and both: the same texts, placed in the tenant's clusters), ${profile.rounds} timed rounds after a warm-up, API and raw interleaved query by query.`,
     search: [],
+    breakdown: [],
     recall: [],
     writes: [],
     batch: [],
@@ -253,8 +255,12 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
       const embeddings = await startFakeEmbeddings({ model: MODEL, dims, vectorOf: (text) => space.embedText(text) });
       try {
         await scratch.admin`insert into embedding_models (model, dims, state, activated_at) values (${MODEL}, ${dims}, 'active', now())`;
-        const api = needsApi ? await startApi(env, scratch, { url: embeddings.url, model: MODEL }) : null;
-        const lg = has('langgraph') ? await openLangGraph(scratch.admin, scratch.adminUrl, space) : null;
+        const endpoint = { url: embeddings.url, model: MODEL };
+        const embed = endpointEmbedder(endpoint);
+        const api = needsApi ? await startApi(env, scratch, endpoint) : null;
+        // The breakdown's API: the same, answering Server-Timing (its measuring is kept out of the figures above).
+        const timedApi = searching.length > 0 ? await startApi(env, scratch, endpoint, { MNEMO_SERVER_TIMING: 'true' }) : null;
+        const lg = has('langgraph') ? await openLangGraph(scratch.admin, scratch.adminUrl, space, embed) : null;
         try {
           if (needsData) {
             const mainToken = await tokenFor('bench-main');
@@ -273,9 +279,11 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
                 clusters: MAIN_CLUSTERS,
                 keywordQueries: queries,
                 rounds: profile.rounds,
+                embedQuery: async (text: string) => (await embed([text]))[0]!,
               };
               if (searching.length > 0) {
                 for (const row of await searchSideBySide(setup, size, searching as Mode[])) run.search.push({ ...row, load: loadavg()[0]! });
+                run.breakdown.push(...(await searchBreakdown(setup, timedApi!, size, searching as Mode[])));
               }
               if (has('recall')) {
                 run.recall.push(
@@ -320,6 +328,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
         } finally {
           await lg?.close();
           await api?.stop();
+          await timedApi?.stop();
         }
       } finally {
         await embeddings.close();

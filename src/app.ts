@@ -16,7 +16,7 @@ import { type ReadRouting, rememberWrites } from './http/read-routing.ts';
 import { retrievalRoutes } from './http/retrieval.ts';
 import { healthRoutes, type ReadinessProbe } from './http/health.ts';
 import { metricsRoutes, recordRequests } from './http/metrics.ts';
-import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog } from './http/middleware.ts';
+import { closeAfterRefusedBody, emptyJsonBodyIsNoBody, requestId, requestLog, serverTiming } from './http/middleware.ts';
 import { limitMcpToolCalls, limitRequests, type RateLimiter } from './http/rate-limit.ts';
 import { describeMcp, openApiInfo } from './http/openapi.ts';
 import { consoleRoutes } from './http/console.ts';
@@ -84,10 +84,24 @@ export interface AppDependencies {
   rateLimiter?: RateLimiter | undefined;
   /** What the MCP tool `kindgi_remember` writes, and where (MNEMO_MCP_*); absent, the defaults. */
   mcp?: Omit<RememberSettings, 'erasureKey'> | undefined;
+  /** Answer each request's phases in `Server-Timing` (MNEMO_SERVER_TIMING). */
+  serverTiming?: boolean | undefined;
 }
 
 /** Builds the HTTP app: middleware and routes, nothing that listens or touches process state. */
-export function createApp({ logger, readiness, db, verifyToken, embeddings, dispatcher, erasureKey, reads, rateLimiter, mcp = DEFAULT_REMEMBER_SETTINGS }: AppDependencies) {
+export function createApp({
+  logger,
+  readiness,
+  db,
+  verifyToken,
+  embeddings,
+  dispatcher,
+  erasureKey,
+  reads,
+  rateLimiter,
+  mcp = DEFAULT_REMEMBER_SETTINGS,
+  serverTiming: timing = false,
+}: AppDependencies) {
   const app = new OpenAPIHono<AppEnv>();
   const dispatch = dispatcher ?? createDispatcher({ logger });
 
@@ -96,6 +110,7 @@ export function createApp({ logger, readiness, db, verifyToken, embeddings, disp
   app.use('*', requestId());
   app.use('*', requestLog(logger));
   app.use('*', closeAfterRefusedBody());
+  if (timing) app.use('*', serverTiming());
 
   app.route('/', healthRoutes(readiness));
   app.route('/', metricsRoutes());

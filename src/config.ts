@@ -111,6 +111,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
           ? { kind: 'local', batchSize: e.KINDGI_MEMORY_EMBEDDINGS_BATCH_SIZE, semanticWeight: e.MNEMO_SEMANTIC_WEIGHT }
           : { kind: 'none' },
     logLevel: e.LOG_LEVEL,
+    serverTiming: e.MNEMO_SERVER_TIMING,
     queuePrefix: e.MNEMO_QUEUE_PREFIX,
     reconcileEveryMs: e.MNEMO_RECONCILE_EVERY_MS,
     erasureKey: e.MNEMO_ERASURE_KEY,

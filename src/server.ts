@@ -70,6 +70,7 @@ async function main(): Promise<void> {
     reads,
     rateLimiter,
     mcp: config.mcp,
+    serverTiming: config.serverTiming,
     db: database.db,
     verifyToken: createTokenVerifier(config.auth),
     readiness: {

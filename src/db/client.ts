@@ -2,6 +2,7 @@ import { sql as drizzleSql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres, { type Sql } from 'postgres';
 import { type PoolName, type PoolTracker, trackPool } from '../foundation/metrics.ts';
+import { addToPhase } from '../foundation/request-timing.ts';
 import * as schema from './schema.ts';
 
 export type Db = PostgresJsDatabase<typeof schema>;
@@ -155,7 +156,12 @@ export async function withTenant<T>(
   const { statementTimeoutMs } = tenantSettings.get(db) ?? {};
   const citus = await runsCitus(db);
   const handle = (options.prepared && preparedHandles.get(db)) || db;
+  // Request timing (src/foundation/request-timing.ts): from asking for the transaction to its first
+  // statement (a free connection, BEGIN), and from the work's end to the commit's answer.
+  let asked = 0;
+  let worked = 0;
   const transaction = () => handle.transaction(async (tx) => {
+    addToPhase('db-begin', performance.now() - asked);
     // JIT compilation costs 30-50 ms once a plan crosses jit_above_cost, more than our queries
     // run; off for the transaction, in the same round trip as the tenant. So is the statement
     // timeout: a statement past it is cancelled by the server (57014, answered 503), so a slow
@@ -167,18 +173,29 @@ export async function withTenant<T>(
       ...(statementTimeoutMs ? ([['statement_timeout', String(statementTimeoutMs)]] as const) : []),
     ], citus);
     if (!options.prepared) {
+      const set = performance.now();
       await settings;
-      return fn(tx);
+      addToPhase('db-settings', performance.now() - set);
+      const result = await fn(tx);
+      worked = performance.now();
+      return result;
     }
     // Hot paths do not wait for the settings: postgres.js sends a transaction's statements in the
     // order they are started (each one microtask after it is made), and the settings are started
     // before `fn` runs, so they travel ahead of its first statement, in the same write to the
     // socket. When they fail, the transaction is aborted and their error is the one thrown.
     const [, result] = await pipelined([settings, fn(tx)] as const);
+    worked = performance.now();
     return result;
   }, config);
+  const committed = async () => {
+    asked = performance.now();
+    const result = await transaction();
+    addToPhase('db-commit', performance.now() - worked);
+    return result;
+  };
   const tracker = poolTrackers.get(db);
-  return tracker ? tracker.track(transaction) : transaction();
+  return tracker ? tracker.track(committed) : committed();
 }
 
 /** SQLSTATE 25P02: the statement ran in a transaction an earlier statement had already aborted. */

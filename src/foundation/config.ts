@@ -61,6 +61,8 @@ export interface Config {
         semanticWeight?: number | undefined;
       };
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** MNEMO_SERVER_TIMING: answers carry a `Server-Timing` header, each phase's milliseconds (src/foundation/request-timing.ts). */
+  serverTiming: boolean;
   /** BullMQ key prefix in Redis, so several deployments can share one Redis. */
   queuePrefix: string;
   /** How often the reconciler runs. */

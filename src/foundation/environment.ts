@@ -276,6 +276,16 @@ export const environmentSchema = z
       },
       z.enum(['debug', 'info', 'warn', 'error'], { message: 'must be debug, info, warn or error' }),
     ),
+    MNEMO_SERVER_TIMING: setting(
+      {
+        group: 'Processes',
+        readBy: [...api],
+        default: 'false',
+        meaning:
+          "`true` adds a `Server-Timing` header to every answer: the milliseconds of each phase (authentication, the rate limit, opening and committing the tenant transaction, each search statement, loading the facts, serialising) and the total, what `npm run bench` prints as a search's breakdown ([Metrics](metrics.md#where-a-request-spends-its-time)). Off by default: the timings are for operators, not for every client.",
+      },
+      z.enum(['true', 'false'], { message: 'must be true or false' }).transform((value) => value === 'true'),
+    ),
     MNEMO_QUEUE_PREFIX: setting(
       {
         group: 'Jobs',

@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Principal } from '../auth/permissions.ts';
 import { TokenKeysUnavailable, type TokenVerifier } from '../auth/verify.ts';
+import { phase } from '../foundation/request-timing.ts';
 import type { AppEnv } from './app-env.ts';
 
 /** Verifies the bearer token and puts the principal in the context; 401 otherwise. */
@@ -9,7 +10,7 @@ export const authenticate =
   async (c, next) => {
     let principal: Principal;
     try {
-      principal = await verify(c.req.header('authorization'));
+      principal = await phase('auth', () => verify(c.req.header('authorization')));
     } catch (error) {
       // The IdP's keys are unavailable: say when to come back (the verifier asks again by then).
       if (error instanceof TokenKeysUnavailable) c.header('Retry-After', String(error.retryAfterSeconds));

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { Logger } from '../foundation/log.ts';
+import { measuringPhases, type Phases, serverTimingHeader } from '../foundation/request-timing.ts';
 import type { AppEnv } from './app-env.ts';
 
 const inboundRequestId = /^[A-Za-z0-9_-]{1,128}$/;
@@ -12,6 +13,17 @@ export const requestId = (): MiddlewareHandler<AppEnv> => async (c, next) => {
   c.set('requestId', id);
   c.header('X-Request-Id', id);
   await next();
+};
+
+/**
+ * MNEMO_SERVER_TIMING: measures the phases of the rest of the chain (src/foundation/request-timing.ts)
+ * and answers them in `Server-Timing`, with the total from here on.
+ */
+export const serverTiming = (): MiddlewareHandler<AppEnv> => async (c, next) => {
+  const phases: Phases = new Map();
+  const started = performance.now();
+  await measuringPhases(phases, next);
+  c.header('Server-Timing', serverTimingHeader(phases, performance.now() - started));
 };
 
 /** One JSON line per request: method, path, status, ms, tenant, requestId. */

@@ -26,6 +26,7 @@ import { rateLimitFallback, rateLimitRejections } from '../foundation/metrics.ts
 import type { AppEnv } from './app-env.ts';
 import { principalOf } from './auth.ts';
 import { respondWithError } from './errors.ts';
+import { phase } from '../foundation/request-timing.ts';
 
 type Scope = 'caller' | 'tenant';
 
@@ -242,7 +243,7 @@ export const limitRequests =
   (limiter: RateLimiter): MiddlewareHandler<AppEnv> =>
   async (c, next) => {
     const routeClassOf = routeClass(c.req.method, c.req.path);
-    const verdict = routeClassOf ? await limiter.take(routeClassOf, principalOf(c)) : undefined;
+    const verdict = routeClassOf ? await phase('rate-limit', () => limiter.take(routeClassOf, principalOf(c))) : undefined;
     const refused = verdict && enforce(c, verdict);
     if (refused) return refused;
     await next();

@@ -6,6 +6,7 @@ import { buildContext } from '../memory/retrieval/prompt.ts';
 import { type QueryEmbedder, retrieve } from '../memory/retrieval/retrieve.ts';
 import { ContextBodySchema, ContextResultSchema, RetrieveBodySchema, RetrieveResultSchema } from '../memory/retrieval/schemas.ts';
 import { redactUrl } from '../foundation/redact.ts';
+import { addToPhase } from '../foundation/request-timing.ts';
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { primaryReads, readFrom, type ReadRouting } from './read-routing.ts';
@@ -75,6 +76,14 @@ const embeddingsRoute = createRoute({
   responses: { 200: json(EmbeddingStatusSchema, 'Per model in use: live facts, embedded, backlog'), ...errorResponses({ 403: because.tenantAdminsOnly }) },
 });
 
+/** An answer made by `respond` (c.json's JSON.stringify), its time counted as the request's `serialise` phase. */
+function serialised<T>(respond: () => T): T {
+  const started = performance.now();
+  const response = respond();
+  addToPhase('serialise', performance.now() - started);
+  return response;
+}
+
 export interface RetrievalDeps {
   db: Db;
   embedder: QueryEmbedder | undefined;
@@ -90,7 +99,13 @@ export function retrievalRoutes({ db, embedder, configured, reads = primaryReads
     readFrom(c, reads, (readDb) => verb({ ...callerOf(c), db: readDb }));
   const shown = configured ? { model: configured.model, endpoint: redactUrl(configured.endpoint) } : null;
   return new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
-    .openapi(retrieveRoute, async (c) => c.json(await searchAs(c, (caller) => retrieve(caller, c.req.valid('json'))), 200))
-    .openapi(contextRoute, async (c) => c.json(await searchAs(c, (caller) => buildContext(caller, c.req.valid('json'))), 200))
+    .openapi(retrieveRoute, async (c) => {
+      const result = await searchAs(c, (caller) => retrieve(caller, c.req.valid('json')));
+      return serialised(() => c.json(result, 200));
+    })
+    .openapi(contextRoute, async (c) => {
+      const result = await searchAs(c, (caller) => buildContext(caller, c.req.valid('json')));
+      return serialised(() => c.json(result, 200));
+    })
     .openapi(embeddingsRoute, async (c) => c.json({ configured: shown, models: await embeddingStatus(callerOf(c)) }, 200));
 }

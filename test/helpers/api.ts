@@ -117,6 +117,8 @@ export async function startTestApi(
     mcp?: Partial<Omit<RememberSettings, 'erasureKey'>>;
     /** Where reads go, as DATABASE_READ_URL routes them (the primary by default); closed by the caller. */
     reads?: (database: TestDatabase) => Promise<ReadRouting>;
+    /** Answer each request's phases in `Server-Timing`, as MNEMO_SERVER_TIMING=true does. */
+    serverTiming?: boolean;
   } = {},
 ): Promise<TestApi> {
   const db = options.database ?? (await createTestDatabase());
@@ -142,6 +144,7 @@ export async function startTestApi(
     rateLimiter: options.rateLimiter,
     mcp: { ...DEFAULT_REMEMBER_SETTINGS, ...options.mcp },
     reads: options.reads && (await options.reads(db)),
+    serverTiming: options.serverTiming,
   });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
   answerMalformedRequests(server);

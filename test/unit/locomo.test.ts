@@ -274,6 +274,7 @@ describe('npm run bench -- --only=locomo', () => {
       sections: ['locomo'],
       machine: { date: '2026-12-01 04:00 UTC', commit: 'abc1234', uname: 'Linux', cpus: 2, memoryGiB: 8, loadBefore: '1.00' },
       search: [],
+      breakdown: [],
       recall: [],
       writes: [],
       batch: [],

@@ -13,6 +13,7 @@ import { EmbeddingsUnavailable } from '../../embeddings/provider.ts';
 import { semanticWeightOf } from '../../embeddings/registry.ts';
 import { AppError } from '../../foundation/app-error.ts';
 import { retrievalDuration } from '../../foundation/metrics.ts';
+import { phase } from '../../foundation/request-timing.ts';
 import { appliesIn, live, namesSubject, typeIn, validAt } from '../facts/conditions.ts';
 import { factsAsOf, factsByIds } from '../facts/read.ts';
 import type { Fact } from '../facts/schemas.ts';
@@ -117,7 +118,7 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
   };
   // The query is embedded before the semantic search takes a connection (and while the keyword
   // search of `both` runs): a slow endpoint must not hold a database connection.
-  const embedded = mode === 'keyword' ? undefined : embedQuery(caller, query);
+  const embedded = mode === 'keyword' ? undefined : phase('embed-query', () => embedQuery(caller, query));
 
   /**
    * The facts of the fused or single list, best first, loaded in one statement; with `expand`,
@@ -125,8 +126,9 @@ export async function retrieve(caller: RetrievalCaller, body: RetrieveBody): Pro
    */
   const load = async (tx: Tx, ranked: RankedId[], journal: Omit<Journal, 'tookMs'>) => {
     const top = ranked.slice(0, limit);
-    const found = await factsByIds(tx, tenantId, top.map((r) => r.id), searchable);
-    return finish(journal, await expanded(tx, top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : []))));
+    const found = await phase('load-facts', () => factsByIds(tx, tenantId, top.map((r) => r.id), searchable));
+    const hits = top.flatMap((r) => (found.has(r.id) ? [{ fact: found.get(r.id)!, score: r.score }] : []));
+    return finish(journal, await phase('expand', () => expanded(tx, hits)));
   };
 
   if (mode === 'keyword') return inTenantTransaction(caller, async (tx) => load(tx, await keyword(tx), { mode }), SNAPSHOT, PREPARED);
@@ -270,7 +272,7 @@ async function semanticList(
 ): Promise<SemanticList> {
   if ('degraded' in embedded) return embedded;
   // The search statement also reads the serving model, in its own snapshot.
-  const ranked = await semanticSearch(tx, caller.principal, embedded.model, embedded.vector, corpus, depth, { narrowed });
+  const ranked = await phase('semantic-search', () => semanticSearch(tx, caller.principal, embedded.model, embedded.vector, corpus, depth, { narrowed }));
   if (ranked.servingModel === embedded.model.model) {
     lastServing.set(caller.db, embedded.model);
     return { model: embedded.model, ranked };
