@@ -26,16 +26,16 @@ const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
 export function renderBreakdown(rows: readonly BreakdownRow[]): string[] {
   const phases = [...new Set(rows.flatMap((r) => Object.keys(r.phases)))];
   return [
-    '### Where a search spends its time (ms, mean per request)',
+    '### Where a request spends its time (ms, mean per request)',
     '',
-    'The same searches through a second API process started with `MNEMO_SERVER_TIMING=true`: each answer\'s `Server-Timing` header (src/foundation/request-timing.ts). HTTP: what the client waited beyond the server\'s total (both ends\' HTTP handling and the loopback); rest: the server\'s total beyond the phases named (routing, body parsing and validation, middleware). The two searches of `both` run at once, so its phases add up to more than its total.',
+    'The same searches through a second API process started with `MNEMO_SERVER_TIMING=true`: each answer\'s `Server-Timing` header (src/foundation/request-timing.ts). HTTP: what the client waited beyond the server\'s total (both ends\' HTTP handling and the loopback); rest: the server\'s total beyond the phases named (routing, body parsing and validation, middleware). The two searches of `both` run at once, so its phases add up to more than its total. Writes: one client, 200 single writes after 20 untimed, into the write section\'s tenant.',
     '',
     table(
       ['facts', 'mode', 'client p50', 'client mean', 'HTTP', ...phases, 'rest'],
       rows.map((r) => {
         const named = Object.values(r.phases).reduce((a, b) => a + b, 0);
         return [
-          String(r.size),
+          r.size === null ? '—' : String(r.size),
           r.mode,
           f2(r.client.p50),
           f2(r.client.mean),

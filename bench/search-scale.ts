@@ -127,8 +127,10 @@ export async function searchSideBySide(setup: SearchSetup, size: number, modes: 
 
 /** Where one mode's requests spent their time, on average (ms): the client's wait and each phase of the server's. */
 export interface BreakdownRow {
-  size: number;
-  mode: Mode;
+  /** The tenant's facts; null for writes (their tenant grows as they are measured). */
+  size: number | null;
+  /** A search mode, or the write measured (write-side.ts). */
+  mode: string;
   requests: number;
   /** What the client waited, mean and p50. */
   client: { mean: number; p50: number };
@@ -153,19 +155,29 @@ export async function searchBreakdown(setup: SearchSetup, timedApi: Api, size: n
     for (let round = 0; round < setup.rounds; round++) {
       for (const q of queries) {
         const { ms, value } = await timed(() => apiSearch(setup, mode, text(q), {}, timedApi));
-        const phases = parseServerTiming(value.serverTiming);
-        if (!phases.has('total')) throw new Error('the timed API answered no Server-Timing header: is MNEMO_SERVER_TIMING read?');
+        addServerTiming(totals, value.serverTiming);
         client.push(ms);
-        for (const [name, phaseMs] of phases) totals.set(name, (totals.get(name) ?? 0) + phaseMs);
       }
     }
-    const n = client.length;
-    const { total = 0, ...phases } = Object.fromEntries([...totals].map(([name, sum]) => [name, sum / n]));
-    const row = { size, mode, requests: n, client: { mean: client.reduce((a, b) => a + b, 0) / n, p50: percentiles(client).p50 }, server: total, phases };
-    progress(`breakdown ${size} ${mode}: client ${row.client.mean.toFixed(2)} ms, server ${total.toFixed(2)} ms (${Object.entries(phases).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')})`);
-    rows.push(row);
+    rows.push(breakdownRow(size, mode, client, totals));
   }
   return rows;
+}
+
+/** A breakdown row from each request's client time and the sum of each phase over the requests. */
+export function breakdownRow(size: number | null, mode: string, client: readonly number[], totals: ReadonlyMap<string, number>): BreakdownRow {
+  const n = client.length;
+  const { total = 0, ...phases } = Object.fromEntries([...totals].map(([name, sum]) => [name, sum / n]));
+  const row = { size, mode, requests: n, client: { mean: client.reduce((a, b) => a + b, 0) / n, p50: percentiles(client).p50 }, server: total, phases };
+  progress(`breakdown ${size ?? ''} ${mode}: client ${row.client.mean.toFixed(2)} ms, server ${total.toFixed(2)} ms (${Object.entries(phases).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')})`);
+  return row;
+}
+
+/** Adds a `Server-Timing` header's phases to `totals`; throws when the API sent none. */
+export function addServerTiming(totals: Map<string, number>, header: string | null): void {
+  const phases = parseServerTiming(header);
+  if (!phases.has('total')) throw new Error('the timed API answered no Server-Timing header: is MNEMO_SERVER_TIMING read?');
+  for (const [name, ms] of phases) totals.set(name, (totals.get(name) ?? 0) + ms);
 }
 
 export interface RecallCase {

@@ -259,7 +259,7 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
         const embed = endpointEmbedder(endpoint);
         const api = needsApi ? await startApi(env, scratch, endpoint) : null;
         // The breakdown's API: the same, answering Server-Timing (its measuring is kept out of the figures above).
-        const timedApi = searching.length > 0 ? await startApi(env, scratch, endpoint, { MNEMO_SERVER_TIMING: 'true' }) : null;
+        const timedApi = searching.length > 0 || has('writes') ? await startApi(env, scratch, endpoint, { MNEMO_SERVER_TIMING: 'true' }) : null;
         const lg = has('langgraph') ? await openLangGraph(scratch.admin, scratch.adminUrl, space, embed) : null;
         try {
           if (needsData) {
@@ -310,9 +310,10 @@ export async function runSideBySide(options: SideBySideOptions): Promise<SideByS
           }
           if (lg) run.langgraphPuts = await langGraphPuts(lg, sentences, profile.writeSeconds);
           if (api && has('writes')) {
-            const { single, batch } = await writesSideBySide(api, scratch, sentences, { clients: [1, 2, 8, 32], seconds: profile.writeSeconds });
+            const { single, batch, breakdown } = await writesSideBySide(api, scratch, sentences, { clients: [1, 2, 8, 32], seconds: profile.writeSeconds, timedApi: timedApi ?? undefined });
             run.writes = single;
             run.batch = batch;
+            run.breakdown.push(...breakdown);
           }
           if (api && has('embed')) {
             const worker = await startWorker(env, scratch, { url: embeddings.url, model: MODEL }, { MNEMO_RECONCILE_EVERY_MS: '2000' });

@@ -12,7 +12,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
-import { type Api, call, idempotencyKey, progress, type Scratch, throughput, tokenFor } from './harness.ts';
+import { type Api, call, idempotencyKey, progress, type Scratch, throughput, timed, tokenFor } from './harness.ts';
+import { addServerTiming, type BreakdownRow, breakdownRow } from './search-scale.ts';
 import { textFor } from './synthetic.ts';
 import { sleep } from '../support/wait.ts';
 
@@ -37,8 +38,8 @@ export async function writesSideBySide(
   api: Api,
   scratch: Scratch,
   sentences: readonly string[],
-  options: { clients: readonly number[]; seconds: number },
-): Promise<{ single: WriteRow[]; batch: BatchRow[] }> {
+  options: { clients: readonly number[]; seconds: number; timedApi?: Api | undefined },
+): Promise<{ single: WriteRow[]; batch: BatchRow[]; breakdown: BreakdownRow[] }> {
   const tenantId = 'bench-writes';
   const token = await tokenFor(tenantId);
   const raw = postgres(scratch.appUrl, { max: Math.max(...options.clients), onnotice: () => {} });
@@ -95,7 +96,24 @@ export async function writesSideBySide(
       progress(`batch of ${batchSize}, ${clients} clients: API ${apiRate === null ? 'no batch route' : `${apiRate.toFixed(0)}/s`}, raw ${rawRate.toFixed(0)}/s`);
       batch.push({ clients, batch: batchSize, api: apiRate, raw: rawRate, route });
     }
-    return { single, batch };
+    // Where a single write's milliseconds go: one client, through the API answering Server-Timing.
+    const breakdown: BreakdownRow[] = [];
+    if (options.timedApi) {
+      for (const [mode, headers] of [['write', () => ({})], ['write, Idempotency-Key', idempotencyKey]] as const) {
+        const client: number[] = [];
+        const totals = new Map<string, number>();
+        for (let i = 0; i < 220; i++) {
+          const { ms, value } = await timed(() => call(options.timedApi!, token, 'POST', '/v1/memory/facts', body(), headers()));
+          if (value.status !== 201) throw new Error(`write answered ${value.status}: ${JSON.stringify(value.body)}`);
+          // The first 20 warm the process up.
+          if (i < 20) continue;
+          client.push(ms);
+          addServerTiming(totals, value.headers.get('server-timing'));
+        }
+        breakdown.push(breakdownRow(null, mode, client, totals));
+      }
+    }
+    return { single, batch, breakdown };
   } finally {
     await raw.end({ timeout: 5 });
   }

@@ -26,6 +26,7 @@ import {
 import { principalOf } from './auth.ts';
 import type { AppEnv } from './app-env.ts';
 import { idempotent, sendOutcome as send } from './idempotency.ts';
+import { phase } from '../foundation/request-timing.ts';
 import { primaryReads, readFrom, type ReadOptions, type ReadRouting } from './read-routing.ts';
 import { bearerAuth, because, errorResponses, idempotencyKeyHeader, json } from './openapi.ts';
 import { itemsValidationHook, validationHook } from './validation.ts';
@@ -230,7 +231,7 @@ export function factRoutes({ db, dispatch, erasureKey, reads = primaryReads(db) 
   ) => {
     const options = { provenance: provenanceFrom(c), erasureKey };
     const outcome = await idempotent(c, db, principalOf(c), body, async (tx) => ({ status, body: await verb({ ...callerOf(c), tx }, options) }));
-    if (!keepsContent && outcome.result !== undefined) await dispatch.embedding(principalOf(c).tenantId);
+    if (!keepsContent && outcome.result !== undefined) await phase('queue-embedding', () => dispatch.embedding(principalOf(c).tenantId));
     return send(c, outcome);
   };
 

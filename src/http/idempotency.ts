@@ -8,6 +8,7 @@ import { AppError } from '../foundation/app-error.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { OutboxRow } from '../jobs/outbox.ts';
 import type { AppEnv } from './app-env.ts';
+import { phase } from '../foundation/request-timing.ts';
 import { errorBody, errorStatus } from './errors.ts';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
@@ -85,7 +86,7 @@ export async function idempotent<T>(
       async (tx) => {
         // A finished request's record replays at once; no record: the key's lock, tried in the same
         // round trip (with the savepoint a domain error rolls back to).
-        const found = await lookUpKey(tx, principal.tenantId, key);
+        const found = await phase('idempotency-key', () => lookUpKey(tx, principal.tenantId, key));
         if (found.stored) return replay(found.stored);
         if (!found.locked) {
           throw new AppError('idempotency-in-flight', 'A request with this Idempotency-Key is still running; retry shortly');
@@ -104,7 +105,7 @@ export async function idempotent<T>(
           };
         }
         // Not stored: the first request committed its record meanwhile.
-        if (!(await storeResponse(tx, principal.tenantId, key, { requestHash, status: outcome.status, body: outcome.body }))) {
+        if (!(await phase('idempotency-key', () => storeResponse(tx, principal.tenantId, key, { requestHash, status: outcome.status, body: outcome.body })))) {
           throw new RecordedMeanwhile();
         }
         return { ...outcome, replayed: false };

@@ -13,6 +13,7 @@ import { onCitus, pipelined, type Tx } from '../../db/client.ts';
 import { factRevisions } from '../../db/schema.ts';
 import { registerTenant } from '../../db/tenants.ts';
 import { AppError } from '../../foundation/app-error.ts';
+import { phase } from '../../foundation/request-timing.ts';
 import { appendMergedFrom } from '../../kiwifs/coverage.ts';
 import type { Fact, WriteFactBody } from './schemas.ts';
 import { type RevisionBody, toFact } from './wire.ts';
@@ -201,8 +202,10 @@ export async function writeFact(caller: Caller, body: WriteFactBody, options: Wr
   return inTenantTransaction(
     caller,
     async (tx) => {
-      await assertNoErasureInProgress(tx, options.erasureKey, [{ ...body.scope, subjects: body.subjects }], caller.principal.tenantId);
-      const [fact] = await insertNewFacts(tx, caller.principal, [body], options);
+      const [fact] = await phase('write-fact', async () => {
+        await assertNoErasureInProgress(tx, options.erasureKey, [{ ...body.scope, subjects: body.subjects }], caller.principal.tenantId);
+        return insertNewFacts(tx, caller.principal, [body], options);
+      });
       return fact!;
     },
     undefined,
