@@ -169,7 +169,8 @@ export const facts = pgTable(
     ...revisionChecks('facts', t),
     // btree_gin puts tenant_id inside the GIN index, so per-tenant matches and document
     // frequencies are answered by the index alone.
-    index('facts_search_idx').using('gin', t.tenantId, t.searchVector),
+    // No pending list (fastupdate off): drizzle/0013_keyword_search_costs.sql says why.
+    index('facts_search_idx').using('gin', t.tenantId, t.searchVector).with({ fastupdate: false }),
     index('facts_subjects_idx').using('gin', t.tenantId, sql`${t.subjects} jsonb_path_ops`),
     index('facts_created_idx').on(t.tenantId, t.createdAt, t.id),
     index('facts_type_idx').on(t.tenantId, t.type, t.createdAt),

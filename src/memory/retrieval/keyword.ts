@@ -230,10 +230,13 @@ export async function keywordSearch(
   const excludedWords = exclude.length > 0 ? sql`not ts_match_vq(facts.search_vector, ${sql.join(exclude.map(termQuery), sql` || `)})` : sql`true`;
   const reach = sql.raw(String(2 * window));
   /**
-   * BM25 over the CTE \`matched\` (aliased m) rows that pass \`only\`, the best \`depth\`. Only the
-   * searched lexemes of each document are unnested: setweight marks them (every position of a
-   * search document has weight D, see mnemo_search_document) and ts_filter keeps them, in C;
-   * unnesting whole documents cost more than reading them.
+   * BM25 over the CTE \`matched\` rows that pass \`only\`, the best \`depth\`. The CTE carries each
+   * match's document (search_vector, search_length, observed_at) and is read under the name
+   * \`facts\`: looking each match up again by its key cost more than the scoring (at 1,000 facts,
+   * most of them matching a long query). Only the searched lexemes of each document are unnested:
+   * setweight marks them (every position of a search document has weight D, see
+   * mnemo_search_document) and ts_filter keeps them, in C; unnesting whole documents cost more
+   * than reading them.
    */
   const plainBm25 = (only: SQL) => sql`
         select facts.id,
@@ -241,8 +244,7 @@ export async function keywordSearch(
             w.weight * (v.tf * (${k1} + 1))
             / (v.tf + ${k1} * (1 - ${b} + ${b} * facts.search_length / greatest(${avgdl}::float8, 1)))
           ) + max(case when ${observedIn(dates)} then ${bonus} else 0 end) as score
-        from matched m
-        join facts on facts.tenant_id = ${tenantId} and facts.id = m.id
+        from matched facts
         cross join lateral (
           select lexeme, coalesce(array_length(positions, 1), 1)::float8 as tf
           from unnest(ts_filter(setweight(facts.search_vector, 'A', (select lexemes from searched)), '{a}'))
@@ -264,7 +266,7 @@ export async function keywordSearch(
       ),
       searched as materialized (select array_agg(lexeme) as lexemes from weights),
       matched as materialized (
-        select facts.id, ${IN_SEQUENCE} as in_sequence from facts
+        select facts.id, ${IN_SEQUENCE} as in_sequence, facts.search_vector, facts.search_length, facts.observed_at from facts
         where facts.tenant_id = ${tenantId}
           and facts.search_vector @@ ${essentialQuery(essential)}::tsquery
           and ts_match_vq(facts.search_vector, ${stats.matching}::tsquery)
@@ -298,7 +300,7 @@ export async function keywordSearch(
       matched as materialized (
         select facts.tenant_id, facts.id, facts.memory_kind, facts.observed_at, facts.created_at,
           facts.org_id, facts.project_id, facts.user_id, facts.participant_id, facts.thread_id, facts.session_id,
-          ${IN_SEQUENCE} as in_sequence
+          ${IN_SEQUENCE} as in_sequence, facts.search_vector, facts.search_length
         from facts
         where facts.tenant_id = ${tenantId}
           and facts.search_vector @@ ${essentialQuery(essential)}::tsquery
@@ -307,7 +309,7 @@ export async function keywordSearch(
       ),
       -- Facts outside any conversation: BM25 here, the best \`depth\`.
       plain as (
-        ${plainBm25(sql`not m.in_sequence`)}
+        ${plainBm25(sql`not facts.in_sequence`)}
       ),
       -- Turns of a conversation (DESIGN §5), scored in TypeScript with the turns around them: each
       -- match and twice the window of turns on each side of it (the nearest window are its context,
