@@ -36,9 +36,6 @@ export function addToPhase(name: string, ms: number): void {
   if (phases) phases.set(name, (phases.get(name) ?? 0) + ms);
 }
 
-/** Whether the current request is being measured (so a caller can skip taking times). */
-export const measuring = (): boolean => current.getStore() !== undefined;
-
 /** A `Server-Timing` header's value: each phase with its milliseconds (to 0.01 ms), in the order they began. */
 export function serverTimingHeader(phases: Phases, totalMs: number): string {
   const entries = [...phases].map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`);
