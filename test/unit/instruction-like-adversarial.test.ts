@@ -2,13 +2,13 @@
  * Issue 24: one 2,000-character text took 9.2–78.5 s in the instruction-like check, on the event
  * loop. Every pattern now meets 2,000-character texts built against it (its own words run
  * together, @ floods, runs of one character, nesting, look-alike scripts, base64, spaced letters,
- * newlines, NFKC expansion; test/faults/helpers/adversarial-texts.ts) and stays far from that.
+ * newlines, NFKC expansion; support/adversarial-texts.ts) and stays far from that.
  * The bound asserted is generous, so a busy machine cannot fail it; the figures are printed
  * (`npm run test:faults` prints them on a quiet machine, for docs/operations/reliability.md).
  */
 import { describe, expect, it } from 'vitest';
 import { CHECK_BUDGET_MS, checkInstructionLike } from '../../src/memory/remember/instruction-like.ts';
-import { describeFigures, GENERAL_TEXTS, measureAdversarialTexts } from '../faults/helpers/adversarial-texts.ts';
+import { describeFigures, GENERAL_TEXTS, measureAdversarialTexts } from '../../support/adversarial-texts.ts';
 
 const GENEROUS_MS = 200;
 

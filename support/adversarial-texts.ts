@@ -5,10 +5,10 @@
  * (test/unit/instruction-like-adversarial.test.ts) and the fault row that prints the figures the
  * README cites (test/faults/instruction-check.test.ts).
  */
-import { CHECK_BUDGET_MS, checkInstructionLike } from '../../../src/memory/remember/instruction-like.ts';
-import { instructionPatterns } from '../../../src/memory/remember/instruction-patterns.ts';
-import { instructionViews } from '../../../src/memory/remember/instruction-views.ts';
-import { REMEMBER_TEXT_MAX } from '../../../src/memory/remember/remember.ts';
+import { CHECK_BUDGET_MS, checkInstructionLike } from '../src/memory/remember/instruction-like.ts';
+import { instructionPatterns } from '../src/memory/remember/instruction-patterns.ts';
+import { instructionViews } from '../src/memory/remember/instruction-views.ts';
+import { REMEMBER_TEXT_MAX } from '../src/memory/remember/remember.ts';
 
 export interface AdversarialText {
   name: string;
