@@ -125,7 +125,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, purpose: 'api' | 'worker'): C
       reports: e.MNEMO_RATE_LIMIT_REPORTS,
       reads: e.MNEMO_RATE_LIMIT_READS,
     },
-    mcp: { types: e.MNEMO_MCP_REMEMBER_TYPES, keepDays: e.MNEMO_MCP_REMEMBER_KEEP_DAYS, scope: e.MNEMO_MCP_SCOPE, review: e.MNEMO_MCP_REVIEW },
+    mcp: { types: e.MNEMO_MCP_REMEMBER_TYPES, keepDays: e.MNEMO_MCP_REMEMBER_KEEP_DAYS, scope: e.MNEMO_MCP_SCOPE, review: e.MNEMO_MCP_REVIEW, reviewThreshold: e.MNEMO_MCP_REVIEW_THRESHOLD },
   };
 }
 

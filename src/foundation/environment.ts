@@ -469,6 +469,17 @@ export const environmentSchema = z
       },
       z.enum(['instruction-like', 'all'], { message: 'must be "instruction-like" (hold what reads like an instruction) or "all" (hold everything agents remember)' }),
     ),
+    MNEMO_MCP_REVIEW_THRESHOLD: setting(
+      {
+        group: 'Agents over MCP',
+        readBy: api,
+        default: DEFAULT_REMEMBER_SETTINGS.reviewThreshold,
+        accepts: 'a number above 0 and at most 1',
+        meaning:
+          'With `MNEMO_MCP_REVIEW=instruction-like`: the score of the learned instruction-like check (0–1) at or above which a remembered text is held, beside the patterns; lower holds more injections and more ordinary text, `1` leaves holding to the patterns alone ([the measured trade-off](../guide/agents-and-mcp.md#text-that-reads-like-an-instruction)).',
+      },
+      z.coerce.number({ message: 'must be a number above 0 and at most 1' }).gt(0, 'must be above 0 (0 would hold everything: use MNEMO_MCP_REVIEW=all)').max(1, 'must be at most 1'),
+    ),
     MNEMO_MCP_SCOPE: setting(
       {
         group: 'Agents over MCP',

@@ -19,6 +19,12 @@ export interface RememberSettings {
    * what it was written against is far from 1: test/fixtures/instruction-like/README.md).
    */
   review: 'instruction-like' | 'all';
+  /**
+   * The instruction-like check's model score (0–1) at or above which a remembered text is held
+   * (MNEMO_MCP_REVIEW_THRESHOLD); 1 leaves holding to the patterns alone. Lower holds more
+   * injections and more ordinary text: the measured trade-off is in docs/guide/agents-and-mcp.md.
+   */
+  reviewThreshold: number;
   /** When erasure is on: remembering about someone being erased answers `erasure-in-progress`. */
   erasureKey?: string | undefined;
 }
@@ -29,4 +35,6 @@ export const DEFAULT_REMEMBER_SETTINGS = {
   keepDays: 30,
   scope: 'user',
   review: 'instruction-like',
+  // Chosen from the measurements of docs/decisions/0111-learned-instruction-check.md.
+  reviewThreshold: 0.95,
 } as const satisfies Omit<RememberSettings, 'erasureKey'>;

@@ -44,11 +44,11 @@ export const kindgiRemember = (settings: RememberSettings): Tool =>
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     async (context, args) => {
-      const { fact, outcome, signals } = await remember({ db: context.db, principal: context.principal }, args, settings);
+      const { fact, outcome, signals, score } = await remember({ db: context.db, principal: context.principal }, args, settings);
       if (outcome !== 'replayed') await context.afterWrite(context.principal.tenantId);
       if (fact.review === 'pending' && outcome !== 'replayed') {
-        // The ids and the patterns, never the text: logs are not a place for what users said.
-        context.logger.info('remembered fact held for review', { requestId: context.requestId, factId: fact.id, version: fact.version, signals });
+        // The ids, the signals and the score, never the text: logs are not a place for what users said.
+        context.logger.info('remembered fact held for review', { requestId: context.requestId, factId: fact.id, version: fact.version, signals, score });
       }
       const structuredContent = { factId: fact.id, status: 'remembered' as const, outcome, version: fact.version, review: fact.review };
       return { structuredContent, content: [{ type: 'text', text: JSON.stringify(structuredContent) }] };

@@ -21,6 +21,19 @@ export type InvalidationReason = (typeof invalidationReasons)[number];
 export const reviewStates = ['pending'] as const;
 export type ReviewState = (typeof reviewStates)[number];
 
+/**
+ * Why a revision is held (`review_reason`): what the instruction-like check found, for the
+ * person who reviews it (src/memory/remember/instruction-like.ts).
+ */
+export interface ReviewReason {
+  /** The check's signals: the patterns that matched, `classifier`, `check-budget`; empty when the server holds every remembered text. */
+  signals: string[];
+  /** The learned model's score, 0–1; null when the text was held unread. */
+  score: number | null;
+  /** The score at or above which the model held a text, when it was written. */
+  threshold: number;
+}
+
 export interface Subject {
   kind: 'participant' | 'user' | 'external';
   id: string;
@@ -79,6 +92,7 @@ function revisionColumns() {
     invalidatedAt: timestamptz('invalidated_at'),
     invalidationReason: text('invalidation_reason', { enum: invalidationReasons }),
     review: text('review', { enum: reviewStates }),
+    reviewReason: jsonb('review_reason').$type<ReviewReason>(),
   };
 }
 

@@ -123,6 +123,7 @@ function newRevision(principal: Principal, body: WriteFactBody, options: WriteOp
     invalidatedAt: null,
     invalidationReason: null,
     review: options.review ?? null,
+    reviewReason: options.review ? (options.reviewReason ?? null) : null,
   };
 }
 

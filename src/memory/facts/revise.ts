@@ -113,7 +113,10 @@ export async function supersedeFact(caller: Caller, id: string, body: SupersedeB
       }
     }
     if (options.provenance) next.derivedFrom = [...current.derivedFrom, options.provenance];
-    if (options.review !== undefined) next.review = options.review;
+    if (options.review !== undefined) {
+      next.review = options.review;
+      next.reviewReason = options.review ? (options.reviewReason ?? null) : null;
+    }
 
     const validFrom = next.validFrom ?? current.validFrom;
     const validUntil = next.validUntil ?? current.validUntil;
@@ -148,7 +151,7 @@ export async function verifyFact(caller: Caller, id: string, body: VerifyBody): 
     assertExpectedVersion(current, body.expectVersion);
     const now = await clock(tx);
     // A person has read it: a hold for review ends here.
-    return writeRevision(tx, current, { trust: 'verified', verifiedById: principal.sub, verifiedAt: now, recordedAt: now, review: null });
+    return writeRevision(tx, current, { trust: 'verified', verifiedById: principal.sub, verifiedAt: now, recordedAt: now, review: null, reviewReason: null });
   });
 }
 

@@ -182,6 +182,17 @@ export const FactSchema = z
       description:
         '"pending": an agent remembered text that reads like an instruction; no retrieval returns this revision, nor the fact while it is held, until a person other than its asserter verifies it (which clears this). List them with ?review=pending',
     }),
+    reviewReason: z
+      .object({
+        signals: z.array(z.string()).openapi({
+          description:
+            'What the instruction-like check found: the patterns that matched (role-tag, override, assistant-addressed, response-directive, secrecy, exfiltration), classifier (the learned score reached the threshold), check-budget (held unread or out of time); empty when the server holds every remembered text (MNEMO_MCP_REVIEW=all)',
+        }),
+        score: z.number().nullable().openapi({ description: 'The learned model\'s score, 0–1 (higher reads more like an instruction); null when the text was held unread' }),
+        threshold: z.number().openapi({ description: 'The score at or above which the model held a text when this was written (MNEMO_MCP_REVIEW_THRESHOLD)' }),
+      })
+      .nullable()
+      .openapi({ description: 'Why this revision is held, while `review` is "pending"; null otherwise' }),
   })
   .openapi('Fact');
 

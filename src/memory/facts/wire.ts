@@ -52,6 +52,7 @@ export function toFact(id: string, row: RevisionBody & Pick<FactRow, 'tenantId'>
     invalidatedAt: iso(row.invalidatedAt),
     invalidationReason: row.invalidationReason,
     review: row.review,
+    reviewReason: row.reviewReason,
   };
 }
 

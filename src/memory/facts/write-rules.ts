@@ -4,7 +4,7 @@
  */
 import type { Principal } from '../../auth/permissions.ts';
 import { assertTenantAdmin } from '../../core/errors.ts';
-import type { ReviewState } from '../../db/schema.ts';
+import type { ReviewReason, ReviewState } from '../../db/schema.ts';
 import type { ProvenanceRef } from './schemas.ts';
 
 /** The options of a write, given by its route or verb (remember.ts) rather than by the body. */
@@ -19,6 +19,8 @@ export interface WriteOptions {
    * supersede keeps the fact's state.
    */
   review?: ReviewState | null | undefined;
+  /** With `review: 'pending'`: what the check found, for the reviewer. */
+  reviewReason?: ReviewReason | undefined;
   /**
    * The trust of a supersede's new content. An agent's text is `unverified` however the fact
    * stood (src/memory/remember/remember.ts); absent, verified content becomes `asserted` and other trust

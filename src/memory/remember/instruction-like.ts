@@ -15,26 +15,32 @@
  * so the patterns look for the assistant being addressed rather than for any imperative.
  * A false alarm costs a person one click; a miss puts an instruction in front of a model.
  *
- * Measured on labelled sets written by authors who never saw these patterns
- * (test/fixtures/instruction-like/README.md): on the one never tuned on, precision 1.00 but
- * recall 0.32. Patterns catch the phrasings someone thought of; a deployment that cannot afford
- * a miss holds every remembered fact (MNEMO_MCP_REVIEW=all).
+ * Patterns catch the phrasings someone thought of: on a set written by an author who never saw
+ * them, precision 1.00 but recall 0.32 (test/fixtures/instruction-like/README.md). So a learned
+ * model gives a second opinion (instruction-model.ts, issue 31): a text is held when a pattern
+ * matches or the model's score reaches the threshold (MNEMO_MCP_REVIEW_THRESHOLD), and the
+ * check says which did, with the score, for the reviewer. A deployment that cannot afford a
+ * miss holds every remembered fact (MNEMO_MCP_REVIEW=all).
  */
+import { DEFAULT_REMEMBER_SETTINGS } from '../../foundation/remember-settings.ts';
+import { shippedInstructionModel, type InstructionModel } from './instruction-model.ts';
 import { instructionPatterns, type PatternSignal } from './instruction-patterns.ts';
 import { instructionViews } from './instruction-views.ts';
 
 /**
- * Why a text was held: one label per pattern that matched, for the reviewer and the logs, and
- * `check-budget` when the check ran out of time before it had read every pattern.
+ * Why a text was held: one label per pattern that matched, for the reviewer and the logs,
+ * `classifier` when the model's score reached the threshold, and `check-budget` when the check
+ * ran out of time before it had read every pattern.
  */
-export type InstructionSignal = PatternSignal | 'check-budget';
+export type InstructionSignal = PatternSignal | 'classifier' | 'check-budget';
+
 
 /**
  * How long one check may take. The patterns are linear (linear-regex.ts), so the budget is not
  * what stops a pathological pattern; it bounds what one remembered text can cost the event
  * loop, which every other request waits on, whatever the patterns become. Measured on a loaded
  * 2-core machine: 2–4 ms for a labelled memory on average; the adversarial texts of
- * test/faults/helpers/adversarial-texts.ts under it (the one NFKC makes 36,000 characters long is
+ * support/adversarial-texts.ts under it (the one NFKC makes 36,000 characters long is
  * held unread, see VIEW_LENGTH_MAX).
  */
 export const CHECK_BUDGET_MS = 50;
@@ -70,19 +76,30 @@ let warmedUp = false;
 export function warmUpInstructionCheck(): void {
   if (warmedUp) return;
   warmedUp = true;
+  const model = shippedInstructionModel();
   for (const text of WARM_UP) {
     const texts = instructionViews(text);
+    for (const view of texts) model.score(view);
     for (const [, pattern] of instructionPatterns) for (const view of texts) pattern.test(view);
   }
 }
 
 export interface InstructionCheck {
   instructionLike: boolean;
-  /** The patterns that matched, in a fixed order, then `check-budget` if time ran out; empty when none did. */
+  /**
+   * The patterns that matched, in a fixed order, then `classifier` if the score reached the
+   * threshold, then `check-budget` if time ran out; empty when none did.
+   */
   signals: InstructionSignal[];
+  /** The model's score, 0–1: the highest over the text's views (null when the text was held unread). */
+  score: number | null;
 }
 
 export interface CheckOptions {
+  /** The score at or above which the model holds a text; 1 leaves it to the patterns. Defaults to MNEMO_MCP_REVIEW_THRESHOLD's default. */
+  threshold?: number;
+  /** Defaults to the shipped model; a test passes its own. */
+  model?: InstructionModel;
   /** Defaults to CHECK_BUDGET_MS. */
   budgetMs?: number;
   /** Milliseconds from any fixed origin; a test passes its own clock. */
@@ -91,27 +108,38 @@ export interface CheckOptions {
 
 /**
  * Fails closed: a check that runs out of budget holds the text for review, with the signals
- * found so far and `check-budget`, rather than letting unread text through. One pattern's test
- * over one view is not interrupted, so a check ends within the budget plus one such test. The
- * first check in a process also compiles and warms up the patterns (0.3–1 s, once) before its
- * clock starts.
+ * found so far and `check-budget`, rather than letting unread text through. The model reads
+ * first (its cost is a few lookups per character, whatever the text), then the patterns, with
+ * the clock read between one pattern's test over one view and the next, so a check ends within
+ * the budget plus one such test. The first check in a process also compiles and warms up the
+ * patterns (0.3–1 s, once) before its clock starts.
  */
-export function checkInstructionLike(text: string, { budgetMs = CHECK_BUDGET_MS, now = () => performance.now() }: CheckOptions = {}): InstructionCheck {
+export function checkInstructionLike(
+  text: string,
+  { threshold = DEFAULT_REMEMBER_SETTINGS.reviewThreshold, model = shippedInstructionModel(), budgetMs = CHECK_BUDGET_MS, now = () => performance.now() }: CheckOptions = {},
+): InstructionCheck {
   warmUpInstructionCheck();
   const started = now();
   // Every view is at most as long as the text under NFKC (the others only join, swap or decode).
-  if (text.normalize('NFKC').length > VIEW_LENGTH_MAX) return { instructionLike: true, signals: ['check-budget'] };
+  if (text.normalize('NFKC').length > VIEW_LENGTH_MAX) return { instructionLike: true, signals: ['check-budget'], score: null };
   const texts = instructionViews(text);
-  const signals = new Set<InstructionSignal>();
+  const score = Math.max(...texts.map((view) => model.score(view)));
+  // A threshold of 1 is "patterns only", even for a score that rounds to 1.
+  const classified = threshold < 1 && score >= threshold;
+  const matched = new Set<PatternSignal>();
+  const result = (outOfBudget: boolean): InstructionCheck => {
+    const signals: InstructionSignal[] = [...matched, ...(classified ? (['classifier'] as const) : []), ...(outOfBudget ? (['check-budget'] as const) : [])];
+    return { instructionLike: signals.length > 0, signals, score: Math.round(score * 1000) / 1000 };
+  };
   for (const [signal, pattern] of instructionPatterns) {
-    if (signals.has(signal)) continue;
+    if (matched.has(signal)) continue;
     for (const view of texts) {
-      if (now() - started >= budgetMs) return { instructionLike: true, signals: [...signals, 'check-budget'] };
+      if (now() - started >= budgetMs) return result(true);
       if (pattern.test(view)) {
-        signals.add(signal);
+        matched.add(signal);
         break;
       }
     }
   }
-  return { instructionLike: signals.size > 0, signals: [...signals] };
+  return result(false);
 }

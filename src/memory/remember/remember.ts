@@ -33,8 +33,10 @@ export interface RememberInput {
 export interface Remembered {
   fact: Fact;
   outcome: 'created' | 'superseded' | 'replayed';
-  /** The instruction-like patterns the text matched (with MNEMO_MCP_REVIEW=all a fact is held without any). */
+  /** What the instruction-like check found (with MNEMO_MCP_REVIEW=all a fact is held without any signal). */
   signals: InstructionSignal[];
+  /** The check's model score, 0–1 (null when the text was held unread). */
+  score: number | null;
 }
 
 /** The scope the MCP tools work in for this caller: the token's `mcp.scope`, else the server's setting. */
@@ -53,9 +55,10 @@ export async function remember(caller: Caller, input: RememberInput, settings: R
   const { principal } = caller;
   const scope = mcpScopeOf(principal, settings.scope);
   const content = input.key === undefined ? { text: input.text } : { text: input.text, key: input.key };
-  const { instructionLike, signals } = checkInstructionLike(input.text);
+  const threshold = settings.reviewThreshold;
+  const { instructionLike, signals, score } = checkInstructionLike(input.text, { threshold });
   const review = instructionLike || settings.review === 'all' ? ('pending' as const) : null;
-  const options = { erasureKey: settings.erasureKey, review };
+  const options = { erasureKey: settings.erasureKey, review, reviewReason: { signals, score, threshold } };
   const retention = { keepDays: settings.keepDays };
 
   return inTenantTransaction(caller, async (tx) => {
@@ -87,15 +90,15 @@ export async function remember(caller: Caller, input: RememberInput, settings: R
 
     if (!existing) {
       const body = { type: input.type, content, scope, trust: 'unverified' as const, retention, validUntil: input.validUntil };
-      return { fact: await writeFact(inTx, body, options), outcome: 'created', signals };
+      return { fact: await writeFact(inTx, body, options), outcome: 'created', signals, score };
     }
     const validUntil = input.validUntil === undefined ? existing.validUntil : new Date(input.validUntil);
     if (isDeepStrictEqual(existing.content, content) && validUntil?.getTime() === existing.validUntil?.getTime()) {
       const fact = (await factsByIds(tx, principal.tenantId, [existing.id])).get(existing.id)!;
-      return { fact, outcome: 'replayed', signals };
+      return { fact, outcome: 'replayed', signals, score };
     }
     // Whatever a person verified before, this text is the agent's.
     const fact = await supersedeFact(inTx, existing.id, { content, retention, validUntil: input.validUntil }, { ...options, trust: 'unverified' });
-    return { fact, outcome: 'superseded', signals };
+    return { fact, outcome: 'superseded', signals, score };
   });
 }
