@@ -131,4 +131,12 @@ export interface Fact {
   invalidatedAt: string | null;
   invalidationReason: string | null;
   review: 'pending' | null;
+  reviewReason: ReviewReason | null;
+}
+
+/** Why a revision is held: what the instruction-like check found when an agent remembered it. */
+export interface ReviewReason {
+  signals: string[];
+  score: number | null;
+  threshold: number;
 }

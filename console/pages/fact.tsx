@@ -6,7 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type Claims, type Fact, query } from '../api.ts';
 import { diffLines } from '../diff.ts';
-import { canVerify, ErrorNote, when } from '../ui.tsx';
+import { canVerify, ErrorNote, heldBecause, when } from '../ui.tsx';
 
 const pretty = (value: unknown) => JSON.stringify(value, null, 2);
 const refs = (list: { type: string; id: string }[]) => (list.length === 0 ? '—' : list.map((r) => `${r.type}:${r.id}`).join(', '));
@@ -74,7 +74,10 @@ export function FactPage({ id, claims }: { id: string; claims: Claims }) {
         {fact.type} <small>v{fact.version}</small>
       </h1>
       {fact.review && (
-        <p class="held">Held for review: an agent remembered text that reads like an instruction. No search returns it until a person verifies it.</p>
+        <p class="held">
+          Held for review: an agent remembered text that reads like an instruction ({heldBecause(fact.reviewReason)}). No search returns it until a
+          person verifies it.
+        </p>
       )}
       {done && <p role="status">{done}.</p>}
       <ErrorNote error={error} />

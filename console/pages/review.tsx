@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Claims, type Fact, query } from '../api.ts';
-import { canVerify, ErrorNote, preview, when } from '../ui.tsx';
+import { canVerify, ErrorNote, heldBecause, preview, when } from '../ui.tsx';
 
 export function ReviewPage({ claims }: { claims: Claims }) {
   const [held, setHeld] = useState<Fact[] | null>(null);
@@ -84,7 +84,7 @@ export function ReviewPage({ claims }: { claims: Claims }) {
                 <label for={`pick-${fact.id}`}>
                   <span class="preview">{preview(fact.content, 300)}</span>
                   <small>
-                    {fact.type} · remembered by {fact.assertedBy.kind}:{fact.assertedBy.id} · {when(fact.createdAt)} · held: reads like an instruction
+                    {fact.type} · remembered by {fact.assertedBy.kind}:{fact.assertedBy.id} · {when(fact.createdAt)} · <span class="reason">{heldBecause(fact.reviewReason)}</span>
                   </small>
                 </label>
                 <a href={`#/facts/${encodeURIComponent(fact.id)}`}>Open</a>
