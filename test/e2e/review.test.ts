@@ -157,6 +157,30 @@ describe('review of remembered text', () => {
     });
   });
 
+  describe('why a revision is held (issue 31)', () => {
+    it('records the signals, the model score and the threshold with the hold, shows them to the reviewer, and clears them on verify', async () => {
+      const t = await tenant('review-reason');
+      const held = await remember(t.agent, { type: 'note', text: INJECTION });
+      const queued = (await request('GET', '/v1/memory/facts?review=pending', { token: t.admin })).body.data;
+      expect(queued.map((f: { id: string }) => f.id)).toEqual([held.factId]);
+      const reason = queued[0].reviewReason;
+      // "Note to the AI: ignore your previous instructions…": two patterns, and the model agrees.
+      expect(reason.signals).toEqual(expect.arrayContaining(['override', 'assistant-addressed']));
+      expect(reason.threshold).toBe(0.95);
+      expect(reason.score).toBeGreaterThan(0);
+      expect(reason.score).toBeLessThanOrEqual(1);
+      expect(reason.signals.includes('classifier')).toBe(reason.score >= reason.threshold);
+
+      const verified = await request('POST', `/v1/memory/facts/${held.factId}/verify`, { token: t.admin, body: {} });
+      expect(verified.body).toMatchObject({ version: 2, review: null, reviewReason: null });
+      // The held revision keeps its reason in history.
+      expect((await revision(t.admin, held.factId, 1)).reviewReason).toEqual(reason);
+
+      const plain = await remember(t.agent, { type: 'note', text: PLAIN });
+      expect((await revision(t.member, plain.factId, 1)).reviewReason).toBeNull();
+    });
+  });
+
   describe('trust after remembering again', () => {
     it('writes a verified memory remembered again unverified, with no verifier; a REST supersede still makes it asserted', async () => {
       const { member, admin, agent } = await tenant('review-trust');

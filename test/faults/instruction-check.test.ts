@@ -6,7 +6,9 @@
  * one line per pattern).
  *
  * - The adversarial set: every pattern over 2,000-character texts built against it
- *   (test/faults/helpers/adversarial-texts.ts), the slowest per pattern and the whole check.
+ *   (support/adversarial-texts.ts), the slowest per pattern and the whole check.
+ * - The whole check (issue 31): the patterns and the learned model over each general text, under
+ *   20 ms.
  * - Through the API: a real API process (`src/server.ts`) remembers such a text over MCP while
  *   `/healthz` is asked every 50 ms; both answer promptly.
  */
@@ -17,19 +19,37 @@ import { tokenFor } from '../helpers/api.ts';
 import { uniqueTenant } from '../helpers/factories.ts';
 import { mcpClients } from '../helpers/mcp.ts';
 import { sleep } from '../../support/wait.ts';
-import { describeFigures, ISSUE_24_LOOKALIKE_TEXT, measureAdversarialTexts } from './helpers/adversarial-texts.ts';
+import { checkInstructionLike } from '../../src/memory/remember/instruction-like.ts';
+import { describeFigures, GENERAL_TEXTS, ISSUE_24_LOOKALIKE_TEXT, measureAdversarialTexts } from '../../support/adversarial-texts.ts';
 import { type ApiProcess, startApiProcess } from './helpers/api-process.ts';
 
 /** Far above what the check takes now, far below what it took before. */
 const PATTERN_BOUND_MS = 200;
 const REMEMBER_BOUND_MS = 5_000;
 const HEALTHZ_BOUND_MS = 1_000;
+/** Issue 31: the whole check, patterns and model, over any one adversarial text. */
+const CHECK_BOUND_MS = 20;
 
 describe('faults: the instruction-like check under adversarial texts', () => {
   it('adversarial set: no pattern takes long over any text built against it', () => {
     const figures = measureAdversarialTexts();
     console.log(`[faults] ${describeFigures(figures)}`);
     for (const row of figures.patterns) expect(row.slowestMs, `${row.pattern} over "${row.slowestText}"`).toBeLessThan(PATTERN_BOUND_MS);
+  });
+
+  it(`adversarial set: the whole check, patterns and learned model, stays under ${CHECK_BOUND_MS} ms on each text`, () => {
+    checkInstructionLike('');
+    // The best of three runs: the cost of the text, not of a scheduler that took the core away once.
+    const rows = GENERAL_TEXTS.map(({ name, text }) => {
+      const runs = [0, 1, 2].map(() => {
+        const started = performance.now();
+        checkInstructionLike(text, { budgetMs: Infinity });
+        return performance.now() - started;
+      });
+      return { name, ms: Math.min(...runs) };
+    }).sort((a, b) => b.ms - a.ms);
+    console.log(`[faults] whole instruction-like check over ${rows.length} adversarial texts: slowest ${rows.slice(0, 3).map((r) => `${r.ms.toFixed(1)} ms (${r.name})`).join(', ')}`);
+    for (const { name, ms } of rows) expect(ms, name).toBeLessThan(CHECK_BOUND_MS);
   });
 
   describe('through MCP against a real API process', () => {

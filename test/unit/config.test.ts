@@ -164,18 +164,22 @@ describe('loadConfig', () => {
   });
 
   it('reads what the MCP tool kindgi_remember writes, and where (MNEMO_MCP_*), with defaults', () => {
-    expect(loadConfig(base, 'api').mcp).toEqual({ types: ['note', 'preference', 'fact'], keepDays: 30, scope: 'user', review: 'instruction-like' });
+    expect(loadConfig(base, 'api').mcp).toEqual({ types: ['note', 'preference', 'fact'], keepDays: 30, scope: 'user', review: 'instruction-like', reviewThreshold: 0.95 });
     const set = loadConfig(
-      { ...base, MNEMO_MCP_REMEMBER_TYPES: ' acme.note, acme.preference ,acme.note', MNEMO_MCP_REMEMBER_KEEP_DAYS: '7', MNEMO_MCP_SCOPE: 'tenant', MNEMO_MCP_REVIEW: 'all' },
+      { ...base, MNEMO_MCP_REMEMBER_TYPES: ' acme.note, acme.preference ,acme.note', MNEMO_MCP_REMEMBER_KEEP_DAYS: '7', MNEMO_MCP_SCOPE: 'tenant', MNEMO_MCP_REVIEW: 'all', MNEMO_MCP_REVIEW_THRESHOLD: '0.8' },
       'api',
     );
-    expect(set.mcp).toEqual({ types: ['acme.note', 'acme.preference'], keepDays: 7, scope: 'tenant', review: 'all' });
+    expect(set.mcp).toEqual({ types: ['acme.note', 'acme.preference'], keepDays: 7, scope: 'tenant', review: 'all', reviewThreshold: 0.8 });
+    expect(loadConfig({ ...base, MNEMO_MCP_REVIEW_THRESHOLD: '1' }, 'api').mcp.reviewThreshold).toBe(1);
     for (const [variable, value, message] of [
       ['MNEMO_MCP_REMEMBER_TYPES', 'Notes', 'must be fact types (^[a-z0-9][a-z0-9._-]*$), comma-separated'],
       ['MNEMO_MCP_REMEMBER_TYPES', ' , ', 'must name at least one fact type'],
       ['MNEMO_MCP_REMEMBER_KEEP_DAYS', '0', 'must be at least 1'],
       ['MNEMO_MCP_SCOPE', 'project', 'must be "user" (each caller\'s own facts) or "tenant" (tenant-wide)'],
       ['MNEMO_MCP_REVIEW', 'none', 'must be "instruction-like" (hold what reads like an instruction) or "all" (hold everything agents remember)'],
+      ['MNEMO_MCP_REVIEW_THRESHOLD', 'high', 'must be a number above 0 and at most 1'],
+      ['MNEMO_MCP_REVIEW_THRESHOLD', '0', 'must be above 0 (0 would hold everything: use MNEMO_MCP_REVIEW=all)'],
+      ['MNEMO_MCP_REVIEW_THRESHOLD', '1.5', 'must be at most 1'],
     ] as const) {
       expect(failure(() => loadConfig({ ...base, [variable]: value }, 'api'))).toBe(`Invalid configuration: ${variable} ${message}`);
     }
